@@ -1,0 +1,146 @@
+"""Pure-JAX trading environment: positions, fills at the next open, costs, reward.
+
+Timing. The observation at bar t uses data up to bar t's close. The action chosen at t sets a
+target position (a signed fraction of equity) that is filled at bar t+1's **open**; the step's
+reward is the log growth of equity from close t to close t+1, net of costs.
+
+Accounting for one step, with units u held over the close t → open t+1 gap, target fraction p*:
+
+    E_o  = E_t + u·(O_{t+1} − C_t)                  equity at the next open, before trading
+    u*   = p*·E_o / O_{t+1}                          units after the fill
+    cost = |u* − u|·O_{t+1}·(commission + slippage)  both in bps of traded notional
+    E_{t+1} = E_o − cost + u*·(C_{t+1} − O_{t+1})
+    r_t  = log(E_{t+1} / E_t)
+
+Slippage as a cost of `slippage_bps` on the traded notional is exactly a fill price
+O·(1 ± slippage) against the trader, with the position marked at O. Costs are computed here
+and nowhere else (`trade_cost`).
+
+Segments are half-open bar ranges [start, end). An env at bar t needs bar t+1, so an episode
+inside a segment truncates at `stop ≤ end − 1` (`episode_stop`); truncation is not termination
+(the learner bootstraps through it). Termination happens only on ruin (equity ≤ `RUIN`).
+"""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from rl_trader.config import EnvConfig
+
+RUIN = 1e-4  # equity (as a fraction of the starting equity) at which an episode terminates
+N_DIRECTIONS = 3  # short, flat, long
+FLAT = 1
+PORTFOLIO_NAMES = ("position", "unrealised_return", "time_in_position", "drawdown", "last_cost")
+
+
+@struct.dataclass
+class Prices:
+    """Prices of one bar range on the device; float32 [T]."""
+
+    open: jax.Array
+    close: jax.Array
+
+
+@struct.dataclass
+class EnvState:
+    """One trader's state at the close of bar `t` (scalars; add a leading axis to batch)."""
+
+    t: jax.Array  # int32: current bar
+    stop: jax.Array  # int32: bar at which the episode truncates
+    equity: jax.Array  # float32: equity at close t (1.0 at reset)
+    units: jax.Array  # float32: signed units held
+    peak: jax.Array  # float32: highest equity of the episode
+    entry_price: jax.Array  # float32: fill price of the current position (0 when flat)
+    bars_in_position: jax.Array  # float32: bars since the position was opened or flipped
+    last_cost: jax.Array  # float32: cost of the last fill as a fraction of equity
+
+
+@struct.dataclass
+class StepOut:
+    """What a step returns besides the new state (scalars per env)."""
+
+    reward: jax.Array  # float32: log(E_{t+1} / E_t), net of costs
+    terminated: jax.Array  # bool: ruin
+    truncated: jax.Array  # bool: segment or episode end reached (bootstrap through it)
+    cost: jax.Array  # float32: cost paid at this fill, fraction of E_t
+    turnover: jax.Array  # float32: traded notional / E_o
+
+
+def reset(t0: jax.Array, stop: jax.Array) -> EnvState:
+    """Flat, equity 1.0, at bar `t0`; the episode truncates on reaching bar `stop`."""
+    one, zero = jnp.float32(1.0), jnp.float32(0.0)
+    return EnvState(t=jnp.asarray(t0, jnp.int32), stop=jnp.asarray(stop, jnp.int32),
+                    equity=one, units=zero, peak=one, entry_price=zero,
+                    bars_in_position=zero, last_cost=zero)
+
+
+def episode_stop(t0: jax.Array, end: jax.Array, cfg: EnvConfig) -> jax.Array:
+    """Bar at which a training episode from `t0` truncates: min(t0 + episode_bars, end − 1)."""
+    return jnp.minimum(t0 + cfg.episode_bars, end - 1)
+
+
+def target_fraction(direction: jax.Array, magnitude: jax.Array, cfg: EnvConfig) -> jax.Array:
+    """Action (direction ∈ {0 short, 1 flat, 2 long}, magnitude index) → signed fraction.
+
+    p* = (direction − 1) · magnitudes[magnitude]; when flat the magnitude has no effect.
+    """
+    mags = jnp.asarray(cfg.magnitudes, jnp.float32)
+    return (direction - 1).astype(jnp.float32) * mags[magnitude]
+
+
+def trade_cost(traded_notional: jax.Array, cfg: EnvConfig) -> jax.Array:
+    """Commission + slippage on a traded notional (same units as the notional)."""
+    return jnp.abs(traded_notional) * (cfg.commission_bps + cfg.slippage_bps) * 1e-4
+
+
+def step(state: EnvState, target: jax.Array, prices: Prices,
+         cfg: EnvConfig) -> tuple[EnvState, StepOut]:
+    """Fill `target` (signed fraction of equity) at the next open and mark to the next close."""
+    chex.assert_rank([state.t, target], 0)
+    t1 = state.t + 1
+    c_t, o_1, c_1 = prices.close[state.t], prices.open[t1], prices.close[t1]
+    e_open = state.equity + state.units * (o_1 - c_t)
+    units_new = target * e_open / o_1
+    traded = (units_new - state.units) * o_1
+    cost = trade_cost(traded, cfg)
+    equity = e_open - cost + units_new * (c_1 - o_1)
+    terminated = equity <= RUIN
+    equity = jnp.maximum(equity, RUIN)
+    reward = jnp.log(equity / state.equity)
+
+    side_old, side_new = jnp.sign(state.units), jnp.sign(units_new)
+    opened = (side_new != 0) & (side_new != side_old)
+    entry = jnp.where(side_new == 0, 0.0, jnp.where(opened, o_1, state.entry_price))
+    held = jnp.where(side_new == 0, 0.0, jnp.where(opened, 1.0, state.bars_in_position + 1.0))
+    new = EnvState(t=t1, stop=state.stop, equity=equity, units=units_new,
+                   peak=jnp.maximum(state.peak, equity), entry_price=entry,
+                   bars_in_position=held, last_cost=cost / state.equity)
+    out = StepOut(reward=reward, terminated=terminated, truncated=t1 >= state.stop,
+                  cost=cost / state.equity,
+                  turnover=jnp.abs(traded) / jnp.maximum(e_open, RUIN))
+    return new, out
+
+
+def portfolio_features(state: EnvState, prices: Prices) -> jax.Array:
+    """The portfolio feature group at the close of bar t; float32 [len(PORTFOLIO_NAMES)].
+
+    position: u·C_t / E_t; unrealised_return: side·(C_t / entry − 1) (×10);
+    time_in_position: log1p(bars) / log(252); drawdown: E_t / peak − 1 (×10);
+    last_cost: last fill's cost in bps of equity (÷10).
+    """
+    close = prices.close[state.t]
+    side = jnp.sign(state.units)
+    unrealised = jnp.where(side == 0, 0.0,
+                           side * (close / jnp.where(side == 0, 1.0, state.entry_price) - 1.0))
+    feats = jnp.stack([
+        state.units * close / state.equity,
+        10.0 * unrealised,
+        jnp.log1p(state.bars_in_position) / jnp.log(252.0),
+        10.0 * (state.equity / state.peak - 1.0),
+        state.last_cost * 1e3,
+    ]).astype(jnp.float32)
+    chex.assert_shape(feats, (len(PORTFOLIO_NAMES),))
+    return feats

@@ -1,0 +1,102 @@
+"""Greedy rollouts of the agent and of baselines over a segment, through the same env.
+
+Evaluating segment [a, b) starts flat at the close of bar a−1 and decides at bars a−1 … b−2, so
+the returns cover bars a … b−1 exactly and the test blocks of consecutive folds stitch into one
+out-of-sample record. Bar a−1 lies in the purge gap; its observation uses only past data.
+Baselines run through `env.step` too, so they pay the same costs on the same fills.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from rl_trader import env
+from rl_trader.config import RunConfig
+from rl_trader.market import FoldData, observe
+from rl_trader.networks import QNetwork
+
+# decide(key, state, portfolio features [P]) -> (target fraction, market weights [F], port w [P])
+Decide = Callable[[jax.Array, env.EnvState, jax.Array], tuple[jax.Array, jax.Array, jax.Array]]
+
+
+@struct.dataclass
+class Rollout:
+    """Per-bar results of one policy over a segment; leaves [S] (S = b − a)."""
+
+    returns: jax.Array  # simple returns of equity, net of costs
+    position: jax.Array  # target fraction held over the bar
+    cost: jax.Array  # cost paid at the fill, fraction of equity
+    turnover: jax.Array  # traded notional / equity
+    market_weights: jax.Array  # [S, F] VSN weights (zeros for baselines)
+    portfolio_weights: jax.Array  # [S, P]
+
+
+def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: RunConfig,
+            key: jax.Array) -> Rollout:
+    """Run `decide` from flat at bar start−1 for `length` steps (static)."""
+    state = env.reset(start - 1, start - 1 + length)
+
+    def body(carry, k):
+        state = carry
+        port = env.portfolio_features(state, data.prices)
+        target, w_m, w_p = decide(k, state, port)
+        new, out = env.step(state, target, data.prices, cfg.env)
+        return new, Rollout(returns=jnp.expm1(out.reward), position=target, cost=out.cost,
+                            turnover=out.turnover, market_weights=w_m, portfolio_weights=w_p)
+
+    _, result = jax.lax.scan(body, state, jax.random.split(key, length))
+    return result
+
+
+def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
+    """The agent's greedy policy (argmax per branch)."""
+    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+
+    def decide(key, state, port):
+        del key
+        q = net.apply(params, observe(data, state.t, port, cfg.features.lookback))
+        target = env.target_fraction(jnp.argmax(q.q_direction), jnp.argmax(q.q_magnitude),
+                                     cfg.env)
+        return target, q.market_weights, q.portfolio_weights
+
+    return decide
+
+
+def _no_weights(data: FoldData, cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
+    return (jnp.zeros(data.features.shape[1]),
+            jnp.zeros(len(env.PORTFOLIO_NAMES)))
+
+
+def constant_decide(fraction: float, data: FoldData, cfg: RunConfig) -> Decide:
+    """Hold a constant signed fraction of equity (1.0: buy-and-hold; 0.0: flat)."""
+    w_m, w_p = _no_weights(data, cfg)
+    return lambda key, state, port: (jnp.float32(fraction), w_m, w_p)
+
+
+def momentum_decide(k: int, data: FoldData, cfg: RunConfig) -> Decide:
+    """Full long/short by the sign of the past k-bar return: sign(C_t / C_{t−k} − 1)."""
+    w_m, w_p = _no_weights(data, cfg)
+
+    def decide(key, state, port):
+        past = data.prices.close[jnp.maximum(state.t - k, 0)]
+        return jnp.sign(data.prices.close[state.t] - past).astype(jnp.float32), w_m, w_p
+
+    return decide
+
+
+def random_decide(data: FoldData, cfg: RunConfig) -> Decide:
+    """Uniformly random (direction, magnitude) each bar."""
+    w_m, w_p = _no_weights(data, cfg)
+    n_mag = len(cfg.env.magnitudes)
+
+    def decide(key, state, port):
+        kd, km = jax.random.split(key)
+        d = jax.random.randint(kd, (), 0, env.N_DIRECTIONS)
+        m = jax.random.randint(km, (), 0, n_mag)
+        return env.target_fraction(d, m, cfg.env), w_m, w_p
+
+    return decide

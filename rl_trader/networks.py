@@ -1,0 +1,141 @@
+"""The Q-network: Temporal Fusion Transformer parts with a branching dueling head (Flax Linen).
+
+    GLU(x)    = σ(W₄x + b₄) ⊙ (W₅x + b₅)
+    GRN(a, c) = LayerNorm(a' + GLU(W₁·ELU(W₂a + W₃c + b₂) + b₁)),  a' = a or a projection of a
+    VSN(x, c) = Σ_v w_v · GRN_v(x_v),   w = softmax(GRN(flatten[GRN_v(x_v)]_v, c))
+    Q_b(s, a) = V(s) + A_b(s, a) − mean_a' A_b(s, a')      for each branch b (BDQ)
+
+Inputs (leading batch axes allowed): market variables [..., F] at bar t, the look-back window
+[..., L, F] (bars t−L+1 … t), portfolio variables [..., P]. The look-back window is summarised
+into a context vector that conditions the market VSN, the trunk and the auxiliary head.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from rl_trader.config import NetConfig
+
+
+@struct.dataclass
+class Obs:
+    """One observation (or a batch, with leading axes)."""
+
+    market: jax.Array  # float32 [..., F]
+    window: jax.Array  # float32 [..., L, F]
+    portfolio: jax.Array  # float32 [..., P]
+
+
+@struct.dataclass
+class QOut:
+    """Network outputs; leading axes follow the input's."""
+
+    q_direction: jax.Array  # [..., 3]  (short, flat, long)
+    q_magnitude: jax.Array  # [..., M]
+    aux: jax.Array  # [...]  predicted next-bar return (normalised units)
+    market_weights: jax.Array  # [..., F]  VSN selection weights (sum to 1)
+    portfolio_weights: jax.Array  # [..., P]
+
+
+class GLU(nn.Module):
+    """Gated linear unit: σ(W₄x) ⊙ (W₅x), output width `features`."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        gate = nn.Dense(self.features, name="gate")(x)
+        value = nn.Dense(self.features, name="value")(x)
+        return jax.nn.sigmoid(gate) * value
+
+
+class GRN(nn.Module):
+    """Gated residual network with optional context; output width `features`."""
+
+    features: int
+    hidden: int | None = None
+
+    @nn.compact
+    def __call__(self, a: jax.Array, context: jax.Array | None = None) -> jax.Array:
+        hidden = self.hidden or self.features
+        h = nn.Dense(hidden, name="w2")(a)
+        if context is not None:
+            h = h + nn.Dense(hidden, use_bias=False, name="w3")(context)
+        h = nn.Dense(hidden, name="w1")(jax.nn.elu(h))
+        skip = a if a.shape[-1] == self.features else nn.Dense(self.features, name="skip")(a)
+        return nn.LayerNorm(name="norm")(skip + GLU(self.features, name="glu")(h))
+
+
+class VariableGRNs(nn.Module):
+    """One GRN per scalar variable, computed for all variables at once.
+
+    x [..., V] → embeddings [..., V, d]; the parameters carry a leading variable axis V, so
+    each variable has its own weights (equivalent to V separate GRNs with input width 1).
+    """
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        n_vars, d = x.shape[-1], self.features
+        init = nn.initializers.lecun_normal(batch_axis=(0,))
+
+        def dense(name: str, n_in: int, h: jax.Array, eq: str) -> jax.Array:
+            w = self.param(f"{name}_kernel", init, (n_vars, n_in, d))
+            b = self.param(f"{name}_bias", nn.initializers.zeros, (n_vars, d))
+            return jnp.einsum(eq, h, w) + b
+
+        xv = x[..., None]  # [..., V, 1]
+        h = jax.nn.elu(dense("w2", 1, xv, "...vi,vid->...vd"))
+        h = dense("w1", d, h, "...vi,vid->...vd")
+        glu = jax.nn.sigmoid(dense("gate", d, h, "...vi,vid->...vd")) * dense(
+            "value", d, h, "...vi,vid->...vd")
+        skip = dense("skip", 1, xv, "...vi,vid->...vd")
+        y = skip + glu
+        mean = y.mean(-1, keepdims=True)
+        var = ((y - mean) ** 2).mean(-1, keepdims=True)
+        scale = self.param("norm_scale", nn.initializers.ones, (n_vars, d))
+        bias = self.param("norm_bias", nn.initializers.zeros, (n_vars, d))
+        return (y - mean) * jax.lax.rsqrt(var + 1e-6) * scale + bias
+
+
+class VSN(nn.Module):
+    """Variable selection network over one feature group; returns (output [..., d], w [..., V])."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array,
+                 context: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+        emb = VariableGRNs(self.features, name="variables")(x)  # [..., V, d]
+        flat = emb.reshape(emb.shape[:-2] + (-1,))
+        logits = GRN(x.shape[-1], hidden=self.features, name="selector")(flat, context)
+        weights = jax.nn.softmax(logits, axis=-1)
+        return jnp.einsum("...v,...vd->...d", weights, emb), weights
+
+
+class QNetwork(nn.Module):
+    """Branching dueling Q-network over the market and portfolio groups, with an aux head."""
+
+    cfg: NetConfig
+    n_magnitudes: int
+
+    @nn.compact
+    def __call__(self, obs: Obs) -> QOut:
+        cfg = self.cfg
+        window = obs.window.reshape(obs.window.shape[:-2] + (-1,))
+        context = jax.nn.elu(nn.Dense(cfg.context, name="lookback")(window))
+        market, w_market = VSN(cfg.hidden, name="market_vsn")(obs.market, context)
+        portfolio, w_port = VSN(cfg.hidden, name="portfolio_vsn")(obs.portfolio)
+        trunk = GRN(cfg.trunk, name="trunk")(jnp.concatenate([market, portfolio], -1), context)
+        value = nn.Dense(1, name="value")(trunk)
+        adv_dir = nn.Dense(3, name="adv_direction")(trunk)
+        adv_mag = nn.Dense(self.n_magnitudes, name="adv_magnitude")(trunk)
+        aux = nn.Dense(1, name="aux")(jnp.concatenate([market, context], -1))[..., 0]
+        return QOut(
+            q_direction=value + adv_dir - adv_dir.mean(-1, keepdims=True),
+            q_magnitude=value + adv_mag - adv_mag.mean(-1, keepdims=True),
+            aux=aux, market_weights=w_market, portfolio_weights=w_port)

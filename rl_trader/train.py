@@ -1,0 +1,176 @@
+"""The training run as pure functions: `make_train(config)` → `Trainer`.
+
+`Trainer.init(key, fold)` creates **every** piece of per-fold state in one place (`Runner`): the
+learner, the parallel envs, the replay and the PRNG key; nothing survives from another fold.
+`Trainer.epoch(runner, fold)` is one jitted program: `lax.scan` over env steps, each doing a
+vmapped env step of all parallel envs, a replay write, `updates_per_step` gradient updates and
+the target EMA. The host sees the state only between epochs.
+`Trainer.train(key, fold)` runs all epochs with validation and best-epoch selection inside one
+program, so folds × seeds can be `vmap`ped.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from rl_trader import agent, env, replay
+from rl_trader.config import RunConfig
+from rl_trader.evaluate import Rollout, greedy_decide, rollout
+from rl_trader.market import FoldData, observe
+from rl_trader.metrics import sharpe
+from rl_trader.networks import Obs, QNetwork
+
+
+@struct.dataclass
+class Runner:
+    """All state of one fold's training run."""
+
+    learner: agent.TrainState
+    envs: env.EnvState  # leaves [N]
+    replay: replay.Replay
+    key: jax.Array
+    env_steps: jax.Array  # int32: env steps taken per env since init (drives ε)
+
+
+@struct.dataclass
+class EpochMetrics:
+    loss: jax.Array
+    td_abs: jax.Array
+    aux_loss: jax.Array
+    q_mean: jax.Array
+    epsilon: jax.Array
+    reward: jax.Array  # mean scaled reward of the behaviour policy
+
+
+class Trainer(NamedTuple):
+    init: callable  # (key, fold) -> Runner
+    epoch: callable  # (runner, fold) -> (runner, EpochMetrics)
+    evaluate: callable  # (params, fold, start, length, key) -> Rollout
+    train: callable  # (key, fold) -> TrainResult
+    network: QNetwork
+
+
+@struct.dataclass
+class TrainResult:
+    best_params: dict
+    best_epoch: jax.Array
+    val_sharpe: jax.Array  # [E]
+    metrics: EpochMetrics  # leaves [E]
+
+
+def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trainer:
+    """Build the pure, jittable functions of a training run for one configuration."""
+    acfg, tcfg, lookback = cfg.agent, cfg.train, cfg.features.lookback
+    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    total_steps = tcfg.epochs * tcfg.steps_per_epoch
+    eps = agent.epsilon_schedule(acfg, total_steps)
+    batch_observe = jax.vmap(observe, in_axes=(None, 0, 0, None))
+    batch_portfolio = jax.vmap(env.portfolio_features, in_axes=(0, None))
+
+    def reset_envs(key: jax.Array, fold: FoldData, n: int) -> env.EnvState:
+        start, end = fold.train[0], fold.train[1]
+        t0 = jax.random.randint(key, (n,), start, end - 1)
+        return jax.vmap(env.reset)(t0, env.episode_stop(t0, end, cfg.env))
+
+    def env_step(runner: Runner, fold: FoldData, epsilon: jax.Array) -> tuple[Runner, replay.Step]:
+        key, k_act, k_reset = jax.random.split(runner.key, 3)
+        envs = runner.envs
+        port = batch_portfolio(envs, fold.prices)
+        q = net.apply(runner.learner.params, batch_observe(fold, envs.t, port, lookback))
+        direction, magnitude = agent.epsilon_greedy(k_act, q, epsilon)
+        target = env.target_fraction(direction, magnitude, cfg.env)
+        new, out = jax.vmap(env.step, in_axes=(0, 0, None, None))(envs, target, fold.prices,
+                                                                    cfg.env)
+        done = out.terminated | out.truncated
+        step = replay.Step(bar=envs.t, portfolio_tm1=port, direction=direction,
+                           magnitude=magnitude, reward=out.reward * acfg.reward_scale,
+                           portfolio_t=batch_portfolio(new, fold.prices),
+                           terminated=out.terminated, last=done)
+        fresh = reset_envs(k_reset, fold, done.shape[0])
+        new = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, new)
+        runner = runner.replace(envs=new, key=key, env_steps=runner.env_steps + 1,
+                                replay=replay.add(runner.replay, step))
+        return runner, step
+
+    def init(key: jax.Array, fold: FoldData) -> Runner:
+        k_net, k_env, k_run = jax.random.split(key, 3)
+        n_feat = fold.features.shape[1]
+        dummy = Obs(market=jnp.zeros((n_feat,)), window=jnp.zeros((lookback, n_feat)),
+                    portfolio=jnp.zeros((len(env.PORTFOLIO_NAMES),)))
+        params = net.init(k_net, dummy)
+        envs = reset_envs(k_env, fold, tcfg.n_envs)
+        example = replay.Step(bar=jnp.int32(0), portfolio_tm1=dummy.portfolio,
+                              direction=jnp.int32(0), magnitude=jnp.int32(0),
+                              reward=jnp.float32(0), portfolio_t=dummy.portfolio,
+                              terminated=jnp.bool_(False), last=jnp.bool_(False))
+        runner = Runner(learner=agent.init_train_state(params, acfg), envs=envs,
+                        replay=replay.init(example, acfg.replay_capacity, tcfg.n_envs),
+                        key=k_run, env_steps=jnp.int32(0))
+        prefill = max(tcfg.prefill_steps, acfg.n_step)
+
+        def random_step(r, _):
+            r, _ = env_step(r, fold, jnp.float32(1.0))
+            return r, None
+
+        runner, _ = jax.lax.scan(random_step, runner, None, length=prefill)
+        return runner.replace(env_steps=jnp.int32(0))
+
+    def learn(runner: Runner, fold: FoldData) -> tuple[Runner, agent.LossInfo]:
+        key, k_sample = jax.random.split(runner.key)
+        b = replay.sample(runner.replay, k_sample, acfg.batch_size, acfg.n_step, acfg.gamma)
+        obs_tm1 = batch_observe(fold, b.bar_tm1, b.portfolio_tm1, lookback)
+        obs_t = batch_observe(fold, b.bar_t, b.portfolio_t, lookback)
+        learner, info = agent.update(runner.learner, net.apply, obs_tm1, obs_t, b.direction_tm1,
+                                     b.magnitude_tm1, b.return_t, b.discount_t,
+                                     fold.aux_target[b.bar_tm1], acfg)
+        return runner.replace(learner=learner, key=key), info
+
+    def epoch(runner: Runner, fold: FoldData) -> tuple[Runner, EpochMetrics]:
+        def one(r, _):
+            epsilon = eps(r.env_steps)
+            r, step = env_step(r, fold, epsilon)
+
+            def upd(r2, _):
+                return learn(r2, fold)
+
+            r, infos = jax.lax.scan(upd, r, None, length=tcfg.updates_per_step)
+            info = jax.tree.map(lambda x: x.mean(), infos)
+            return r, EpochMetrics(loss=info.loss, td_abs=info.td_abs, aux_loss=info.aux_loss,
+                                   q_mean=info.q_mean, epsilon=epsilon,
+                                   reward=step.reward.mean())
+
+        runner, metrics = jax.lax.scan(one, runner, None, length=tcfg.steps_per_epoch)
+        return runner, jax.tree.map(lambda x: x.mean(), metrics)
+
+    def evaluate(params, fold: FoldData, start: jax.Array, length: int,
+                 key: jax.Array) -> Rollout:
+        return rollout(greedy_decide(params, fold, cfg), fold, start, length, cfg, key)
+
+    def train(key: jax.Array, fold: FoldData) -> TrainResult:
+        runner = init(key, fold)
+
+        def one_epoch(carry, _):
+            runner, best_params, best_sharpe, best_epoch, i = carry
+            runner, metrics = epoch(runner, fold)
+            val = evaluate(runner.learner.params, fold, fold.val[0], val_length, runner.key)
+            s = sharpe(val.returns, periods_per_year)
+            better = s > best_sharpe
+            best_params = jax.tree.map(lambda a, b: jnp.where(better, a, b),
+                                       runner.learner.params, best_params)
+            carry = (runner, best_params, jnp.where(better, s, best_sharpe),
+                     jnp.where(better, i, best_epoch), i + 1)
+            return carry, (s, metrics)
+
+        carry0 = (runner, runner.learner.params, jnp.float32(-jnp.inf), jnp.int32(0),
+                  jnp.int32(0))
+        (_, best, _, best_epoch, _), (val_sharpes, metrics) = jax.lax.scan(
+            one_epoch, carry0, None, length=tcfg.epochs)
+        return TrainResult(best_params=best, best_epoch=best_epoch, val_sharpe=val_sharpes,
+                           metrics=metrics)
+
+    return Trainer(init=jax.jit(init), epoch=jax.jit(epoch, donate_argnums=0),
+                   evaluate=jax.jit(evaluate, static_argnums=3), train=train, network=net)
