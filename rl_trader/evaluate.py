@@ -9,6 +9,7 @@ Baselines run through `env.step` too, so they pay the same costs on the same fil
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -100,3 +101,14 @@ def random_decide(data: FoldData, cfg: RunConfig) -> Decide:
         return env.target_fraction(d, m, cfg.env), w_m, w_p
 
     return decide
+
+
+@partial(jax.jit, static_argnums=(2, 3))
+def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunConfig,
+                      key: jax.Array) -> dict[str, Rollout]:
+    """Buy-and-hold, flat, 20-bar momentum and one random policy over the same segment."""
+    decides = {"buy_and_hold": constant_decide(1.0, data, cfg),
+               "flat": constant_decide(0.0, data, cfg),
+               "momentum_20": momentum_decide(20, data, cfg),
+               "random": random_decide(data, cfg)}
+    return {name: rollout(d, data, start, length, cfg, key) for name, d in decides.items()}

@@ -1,0 +1,165 @@
+"""Per-fold checkpoints (orbax), the architecture fingerprint and the safetensors export.
+
+A fold directory holds one orbax step directory per kept epoch, `<fold_dir>/<epoch>/`, each with
+the items `state` (the learner pytree, `StandardSave`), `meta` (JSON: the caller's metadata plus
+`fingerprint`, `epoch`, `val_sharpe`) and orbax's own `metrics` (the sanitised validation Sharpe).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from safetensors.numpy import save_file
+
+from rl_trader.config import NetConfig
+from rl_trader.errors import InputError
+
+_RESERVED = ("fingerprint", "epoch", "val_sharpe")
+
+
+def _flat(tree: Any) -> dict[str, Any]:
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    flat = {jax.tree_util.keystr(p, simple=True, separator="/"): v for p, v in leaves}
+    if len(flat) != len(leaves):
+        raise ValueError("two parameter paths flatten to the same name")
+    return flat
+
+
+def flat_params(params: Any) -> dict[str, np.ndarray]:
+    """Leaves by '/'-joined tree path, e.g. 'params/market_vsn/variables/w1_kernel' for Flax
+    variables. The one flattening used by the fingerprint and the export."""
+    return {k: np.asarray(v) for k, v in _flat(params).items()}
+
+
+def fingerprint(params: Any, net_cfg: NetConfig, n_magnitudes: int) -> str:
+    """Stable hash (16 hex chars) of the params' (path, shape, dtype) and the network config.
+
+    Independent of the parameter values (abstract `jax.eval_shape` trees work too); changes with
+    any leaf's path, shape or dtype, any `NetConfig` field or the number of magnitudes.
+    """
+    leaves = sorted((k, list(v.shape), str(np.dtype(v.dtype))) for k, v in _flat(params).items())
+    blob = json.dumps({"leaves": leaves, "net": dataclasses.asdict(net_cfg),
+                       "n_magnitudes": int(n_magnitudes)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _score(metrics: dict) -> float:
+    """Selection score of a saved epoch: its validation Sharpe (NaN was stored as -inf)."""
+    return float(metrics["val_sharpe"])
+
+
+class FoldCheckpoints:
+    """orbax CheckpointManager for one fold directory: keeps the best epoch by validation Sharpe
+    and the latest epoch (for resume).
+
+    Retention uses a preservation policy, `AnyPreservationPolicy([BestN(n=1), LatestN(n=1)])`:
+    the legacy `max_to_keep` + `best_fn` pair keeps only the top `max_to_keep` by metric, so the
+    latest epoch would be deleted whenever it is not among the best. `best_fn` is still set
+    (without `max_to_keep`, which orbax forbids next to a policy) because `best_step()` needs it.
+    Both the policy classes and this combination are identical in orbax 0.12.4 and 0.12.8.
+    Saving is synchronous (async checkpointing off, and `wait_until_finished` after each save).
+    """
+
+    def __init__(self, directory: str | Path, fingerprint: str, metadata: dict) -> None:
+        self.directory = Path(directory).expanduser().resolve()
+        self._fingerprint = fingerprint
+        bad = [k for k in _RESERVED if k in metadata]
+        if bad:
+            raise ValueError(f"metadata keys {bad} are reserved for the checkpoint")
+        self._meta = json.loads(json.dumps(metadata))  # json-able check; tuples become lists
+        cm = ocp.checkpoint_managers
+        keep = cm.AnyPreservationPolicy([
+            cm.BestN(get_metric_fn=_score, reverse=False, n=1),  # ascending: keeps the max
+            cm.LatestN(n=1)])
+        options = ocp.CheckpointManagerOptions(
+            best_fn=_score, best_mode="max", preservation_policy=keep, create=True,
+            enable_async_checkpointing=False)
+        self._mngr = ocp.CheckpointManager(self.directory, options=options)
+
+    def save(self, epoch: int, state: Any, val_sharpe: float) -> None:
+        """Save `state` (any pytree of arrays) as `epoch`; returns when it is on disk."""
+        v = float(val_sharpe)
+        meta = {**self._meta, "fingerprint": self._fingerprint, "epoch": int(epoch),
+                "val_sharpe": None if math.isnan(v) else v}
+        args = ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                  meta=ocp.args.JsonSave(meta))
+        metrics = {"val_sharpe": -math.inf if math.isnan(v) else v}
+        saved = self._mngr.save(int(epoch), args=args, metrics=metrics)
+        self._mngr.wait_until_finished()
+        if not saved:
+            raise InputError(f"checkpoint {self.directory}: epoch {epoch} not saved: "
+                             f"it must come after the latest epoch {self.latest_epoch()}")
+
+    def best_epoch(self) -> int | None:
+        """Epoch with the highest validation Sharpe (NaN counts as -inf); None if none saved."""
+        return self._mngr.best_step()
+
+    def latest_epoch(self) -> int | None:
+        """Most recent saved epoch; None if none saved."""
+        return self._mngr.latest_step()
+
+    def _epoch(self, epoch: int | None) -> int:
+        steps = list(self._mngr.all_steps())
+        if epoch is None:
+            epoch = self.best_epoch()
+        if epoch is None or epoch not in steps:
+            want = "any epoch" if epoch is None else f"epoch {epoch}"
+            raise InputError(f"checkpoint {self.directory} has no {want} (saved: {steps})")
+        return int(epoch)
+
+    def metadata(self, epoch: int | None = None) -> dict:
+        """Stored metadata of `epoch` (default: the best): the caller's dict plus
+        'fingerprint', 'epoch' and 'val_sharpe' (None for NaN)."""
+        epoch = self._epoch(epoch)
+        args = ocp.args.Composite(meta=ocp.args.JsonRestore())
+        return dict(self._mngr.restore(epoch, args=args)["meta"])
+
+    def restore(self, template: Any, epoch: int | None = None) -> Any:
+        """Restore `epoch` (default: the best) into `template`'s structure, after checking the
+        stored fingerprint against this network's."""
+        epoch = self._epoch(epoch)
+        stored = self.metadata(epoch).get("fingerprint")
+        if stored != self._fingerprint:
+            raise InputError(
+                f"checkpoint {self.directory} epoch {epoch} has fingerprint {stored}, this "
+                f"network has {self._fingerprint}: the architecture differs")
+        args = ocp.args.Composite(state=ocp.args.StandardRestore(template))
+        return self._mngr.restore(epoch, args=args)["state"]
+
+    def close(self) -> None:
+        """Wait for pending work and release the manager."""
+        self._mngr.wait_until_finished()
+        self._mngr.close()
+
+    def __enter__(self) -> FoldCheckpoints:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def export_safetensors(params: Any, path: str | Path,
+                       metadata: dict[str, str] | None = None) -> None:
+    """Write `params` as float32 tensors named by `flat_params`, atomically (temp + replace)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {k: np.ascontiguousarray(v, dtype=np.float32)
+               for k, v in flat_params(params).items()}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=metadata)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,392 @@
+"""Tests for rl_trader.agent: target EMA coverage, BDQ double-DQN targets, losses, exploration."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import chex
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rl_trader import agent
+from rl_trader.config import AgentConfig, NetConfig
+from rl_trader.env import FLAT
+from rl_trader.networks import Obs, QNetwork, QOut
+
+SMALL = NetConfig(hidden=4, trunk=8, context=4)
+F, L, P, M, B = 3, 5, 5, 4, 8  # market vars, look-back, portfolio vars, magnitudes, batch
+TAU = 0.3  # large enough that one EMA step is far from both ends
+CFG = AgentConfig(learning_rate=1e-2, tau=TAU, aux_weight=0.5, huber_delta=1.0)
+
+
+def make_obs(key, lead=()):
+    k1, k2, k3 = jax.random.split(key, 3)
+    return Obs(market=jax.random.normal(k1, lead + (F,)),
+               window=jax.random.normal(k2, lead + (L, F)),
+               portfolio=jax.random.normal(k3, lead + (P,)))
+
+
+def make_batch(seed):
+    """A random batch of (obs_tm1, obs_t, a_dir, a_mag, r, discount, aux_target)."""
+    k = jax.random.split(jax.random.key(seed), 7)
+    return (make_obs(k[0], (B,)), make_obs(k[1], (B,)),
+            jax.random.randint(k[2], (B,), 0, 3), jax.random.randint(k[3], (B,), 0, M),
+            jax.random.normal(k[4], (B,)), jax.random.uniform(k[5], (B,), maxval=0.99),
+            jax.random.normal(k[6], (B,)))
+
+
+def leaves_with_paths(tree):
+    return [(jax.tree_util.keystr(path), leaf)
+            for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]]
+
+
+def ema(new, old, tau):
+    """The EMA written out leaf by leaf in float64: τ·new + (1 − τ)·old."""
+    return jax.tree.map(lambda n, o: tau * np.asarray(n, np.float64)
+                        + (1.0 - tau) * np.asarray(o, np.float64), new, old)
+
+
+class WithExtraHead(nn.Module):
+    """A network 'added later': the Q-network plus a new sub-module feeding the aux output."""
+
+    cfg: NetConfig
+    n_magnitudes: int
+
+    @nn.compact
+    def __call__(self, obs: Obs) -> QOut:
+        out = QNetwork(self.cfg, self.n_magnitudes, name="q")(obs)
+        extra = nn.Dense(1, name="extra_head")(obs.portfolio)[..., 0]
+        return out.replace(aux=out.aux + extra)
+
+
+def make_update(apply_fn, cfg=CFG):
+    return jax.jit(lambda state, batch: agent.update(state, apply_fn, *batch, cfg=cfg))
+
+
+@pytest.fixture(scope="module")
+def qnet():
+    net = QNetwork(SMALL, M)
+    params = jax.jit(net.init)(jax.random.key(0), make_obs(jax.random.key(1)))
+    return net, params, make_update(net.apply)
+
+
+@pytest.fixture(scope="module")
+def one_update(qnet):
+    _, params, update = qnet
+    state0 = agent.init_train_state(params, CFG)
+    state1, info = update(state0, make_batch(2))
+    return state0, state1, info
+
+
+# --- target EMA -----------------------------------------------------------------------------
+
+
+def test_target_starts_equal_to_online(qnet):
+    _, params, _ = qnet
+    state = agent.init_train_state(params, CFG)
+    chex.assert_trees_all_equal(state.target_params, state.params)
+    chex.assert_trees_all_equal_structs(state.target_params, state.params)
+    assert int(state.step) == 0
+
+
+def test_update_moves_every_target_leaf_by_the_ema(one_update):
+    state0, state1, _ = one_update
+    expected = ema(state1.params, state0.target_params, TAU)
+    chex.assert_trees_all_close(state1.target_params, expected, rtol=1e-6, atol=1e-7)
+    # Leaf by leaf, and count them: a partial update (a sub-tree left out) must fail here.
+    got, want = leaves_with_paths(state1.target_params), leaves_with_paths(expected)
+    old = dict(leaves_with_paths(state0.target_params))
+    n_compared = 0
+    for (path, g), (path_w, w) in zip(got, want, strict=True):
+        assert path == path_w
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=1e-7, err_msg=path)
+        assert float(np.abs(np.asarray(g) - old[path]).max()) > 0, f"target leaf {path} unmoved"
+        n_compared += 1
+    assert n_compared == len(jax.tree.leaves(state1.params))
+    paths = [p for p, _ in got]
+    for group in ("market_vsn", "portfolio_vsn", "trunk", "lookback", "aux", "value"):
+        assert any(f"'{group}'" in p for p in paths), group
+    assert int(state1.step) == 1
+
+
+def test_optimizer_updates_every_param_leaf(one_update):
+    state0, state1, info = one_update
+    chex.assert_tree_all_finite((state1.params, info))
+    unchanged = [path for (path, a), (_, b) in zip(leaves_with_paths(state0.params),
+                                                    leaves_with_paths(state1.params), strict=True)
+                 if not np.any(np.asarray(a) != np.asarray(b))]
+    assert unchanged == []
+
+
+def test_target_update_closed_form_from_zeros(qnet):
+    """With online fixed and θ̄₀ = 0, k EMA steps give θ̄_k = (1 − (1 − τ)^k)·θ."""
+    _, params, _ = qnet
+    rng = np.random.default_rng(0)
+    online = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape), x.dtype), params)
+    target = jax.tree.map(jnp.zeros_like, params)
+    step = jax.jit(lambda o, t: agent.target_update(o, t, TAU))
+    dist0 = jax.tree.map(lambda o, t: float(np.abs(np.asarray(o) - np.asarray(t)).sum()), online, target)
+    for k in range(1, 5):
+        target = step(online, target)
+        frac = 1.0 - (1.0 - TAU) ** k
+        chex.assert_trees_all_close(target, jax.tree.map(lambda o, f=frac: f * o, online),
+                                    rtol=1e-6, atol=1e-7)
+    dist = jax.tree.map(lambda o, t: float(np.abs(np.asarray(o) - np.asarray(t)).sum()), online, target)
+    assert all(d < d0 for d, d0 in zip(jax.tree.leaves(dist), jax.tree.leaves(dist0),
+                                         strict=True))
+
+
+def test_updates_from_zero_target_follow_the_ema_recursion(qnet):
+    """Target started at zeros; after each of k updates θ̄_k = τ·θ_k + (1 − τ)·θ̄_{k−1}."""
+    _, params, update = qnet
+    state = agent.init_train_state(params, CFG)
+    state = state.replace(target_params=jax.tree.map(jnp.zeros_like, params))
+    expected = state.target_params
+    for k in range(3):
+        state, _ = update(state, make_batch(10 + k))
+        expected = ema(state.params, expected, TAU)
+        chex.assert_trees_all_close(state.target_params, expected, rtol=1e-5, atol=1e-6)
+    # Every leaf has moved off zero towards online.
+    for path, leaf in leaves_with_paths(state.target_params):
+        assert float(np.abs(np.asarray(leaf)).max()) > 0, path
+    assert int(state.step) == 3
+
+
+def test_ema_covers_a_module_added_later():
+    """A wrapper network with a new sub-module: the same update code moves all its leaves."""
+    net = WithExtraHead(SMALL, M)
+    params = jax.jit(net.init)(jax.random.key(3), make_obs(jax.random.key(4)))
+    assert "extra_head" in params["params"] and "q" in params["params"]
+    state0 = agent.init_train_state(params, CFG)
+    state0 = state0.replace(target_params=jax.tree.map(jnp.zeros_like, params))
+    state1, _ = make_update(net.apply)(state0, make_batch(5))
+    chex.assert_trees_all_close(state1.target_params,
+                                ema(state1.params, state0.target_params, TAU),
+                                rtol=1e-6, atol=1e-7)
+    leaves = leaves_with_paths(state1.target_params)
+    assert len(leaves) == len(jax.tree.leaves(params))
+    for path, leaf in leaves:
+        assert float(np.abs(np.asarray(leaf)).max()) > 0, f"target leaf {path} unmoved"
+    extra = [p for p, _ in leaves if "extra_head" in p]
+    assert len(extra) == 2  # kernel and bias
+    # The new head is trained too (its gradient flows through the aux loss).
+    chex.assert_trees_all_equal_shapes(state1.params["params"]["extra_head"],
+                                       params["params"]["extra_head"])
+    assert not np.allclose(state1.params["params"]["extra_head"]["kernel"],
+                           params["params"]["extra_head"]["kernel"])
+
+
+def test_update_wires_online_selector_and_target_value(qnet):
+    """update's loss is q_loss with Q(θ) at t−1, Q(θ) selecting at t and Q(θ̄) valuing at t."""
+    net, params, update = qnet
+    rng = np.random.default_rng(1)
+    target = jax.tree.map(lambda x: x + 0.3 * jnp.asarray(rng.normal(size=x.shape), x.dtype),
+                          params)
+    state = agent.init_train_state(params, CFG).replace(target_params=target)
+    batch = make_batch(6)
+    obs_tm1, obs_t, *rest = batch
+
+    @jax.jit
+    def loss(p_tm1, p_sel, p_val):
+        return agent.q_loss(net.apply(p_tm1, obs_tm1), net.apply(p_sel, obs_t),
+                            net.apply(p_val, obs_t), *rest, CFG)[0]
+
+    _, info = update(state, batch)
+    np.testing.assert_allclose(info.loss, loss(params, params, target), rtol=1e-5)
+    assert abs(float(loss(params, target, params)) - float(info.loss)) > 1e-4
+
+
+# --- per-transition math --------------------------------------------------------------------
+
+
+def td(q_dir_tm1, q_mag_tm1, a_dir, a_mag, r, discount, val_dir, val_mag, sel_dir, sel_mag):
+    f = jnp.asarray
+    return agent.branching_double_q_td(
+        f(q_dir_tm1, jnp.float32), f(q_mag_tm1, jnp.float32), jnp.int32(a_dir),
+        jnp.int32(a_mag), jnp.float32(r), jnp.float32(discount), f(val_dir, jnp.float32),
+        f(val_mag, jnp.float32), f(sel_dir, jnp.float32), f(sel_mag, jnp.float32))
+
+
+def test_double_q_uses_online_argmax_and_target_value():
+    # Selector (online) picks long (2) and magnitude 0; the target's own argmaxes (1 and 1) and
+    # the selector's values would give different numbers.
+    # y = 1 + 0.5 · mean(Q̄_dir[2] = 2, Q̄_mag[0] = 4) = 2.5
+    delta, mask = td([0.1, 0.2, 0.5], [0.0, 0.3, 0.0, 0.0], 2, 1, 1.0, 0.5,
+                     [5.0, 6.0, 2.0], [4.0, 10.0, 0.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0])
+    np.testing.assert_allclose(delta, [2.5 - 0.5, 2.5 - 0.3], rtol=1e-6)
+    np.testing.assert_array_equal(mask, [1.0, 1.0])
+
+
+def test_greedy_flat_next_direction_drops_magnitude_from_bootstrap():
+    assert FLAT == 1
+    # Greedy next direction is flat: y = 0.2 + 0.9 · Q̄_dir[1] = 0.2 + 0.9 · 1 = 1.1
+    # (with the magnitude branch it would be 0.2 + 0.9 · (1 + 100) / 2).
+    delta, mask = td([0.0, 0.0, 0.4], [0.0, 0.0, 0.0, 9.0], 2, 3, 0.2, 0.9,
+                     [7.0, 1.0, 3.0], [0.0, 0.0, 100.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0, 0.0])
+    np.testing.assert_allclose(delta, [1.1 - 0.4, 1.1 - 9.0], rtol=1e-6)
+    np.testing.assert_array_equal(mask, [1.0, 1.0])
+
+
+def test_taken_flat_direction_masks_the_magnitude_branch():
+    # Taken direction flat: the magnitude TD error is computed but masked out.
+    # y = 0.5 + 0.5 · mean(Q̄_dir[0] = 2, Q̄_mag[3] = 6) = 2.5
+    delta, mask = td([1.0, 0.75, 0.0], [0.0, 0.0, 0.0, 0.0], 1, 2, 0.5, 0.5,
+                     [2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 6.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
+    np.testing.assert_allclose(delta, [2.5 - 0.75, 2.5], rtol=1e-6)
+    np.testing.assert_array_equal(mask, [1.0, 0.0])
+
+
+def test_zero_discount_gives_target_equal_to_reward():
+    delta, _ = td([0.0, 0.0, 0.25], [0.5, 0.0, 0.0, 0.0], 2, 0, -0.7, 0.0,
+                  [50.0, 60.0, 70.0], [80.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0])
+    np.testing.assert_allclose(delta, [-0.7 - 0.25, -0.7 - 0.5], rtol=1e-6)
+
+
+def test_td_target_carries_no_gradient():
+    g = jax.grad(lambda v: td([0.0, 0.0, 0.0], [0.0] * 4, 0, 0, 1.0, 0.9, v, [1.0] * 4,
+                              [1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0])[0].sum())(
+        jnp.asarray([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(g, 0.0)
+
+
+def test_huber():
+    x = jnp.asarray([0.0, 0.5, -0.5, 1.0, -3.0, 3.0])
+    np.testing.assert_allclose(agent.huber(x, 1.0), [0.0, 0.125, 0.125, 0.5, 2.5, 2.5],
+                               rtol=1e-6)
+    # δ = 2: quadratic ½x² inside, δ(|x| − δ/2) outside.
+    np.testing.assert_allclose(agent.huber(jnp.asarray([1.5, 2.0, 5.0, -4.0]), 2.0),
+                               [1.125, 2.0, 8.0, 6.0], rtol=1e-6)
+    # Continuous at ±δ, slope ±δ beyond it.
+    eps = 1e-3
+    for delta in (0.5, 2.0):
+        lo, hi = agent.huber(jnp.asarray([delta - eps, delta + eps]), delta)
+        assert abs(float(hi - lo)) < 2.1 * delta * eps
+        np.testing.assert_allclose(jax.grad(agent.huber)(jnp.float32(3 * delta), delta), delta)
+        np.testing.assert_allclose(jax.grad(agent.huber)(jnp.float32(-3 * delta), delta), -delta)
+
+
+# --- batch loss -----------------------------------------------------------------------------
+
+
+def hand_batch():
+    """Two transitions whose TD errors are worked out above (δ = [2.0, 2.2] and [0.7, masked])."""
+    out_tm1 = QOut(q_direction=jnp.asarray([[0.1, 0.2, 0.5], [0.0, 0.4, 0.0]]),
+                   q_magnitude=jnp.asarray([[0.0, 0.3, 0.0, 0.0], [0.0, 0.0, 0.0, 9.0]]),
+                   aux=jnp.asarray([0.5, -1.0]), market_weights=jnp.zeros((2, F)),
+                   portfolio_weights=jnp.zeros((2, P)))
+    online_t = QOut(q_direction=jnp.asarray([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]),
+                    q_magnitude=jnp.asarray([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]]),
+                    aux=jnp.zeros(2), market_weights=jnp.zeros((2, F)),
+                    portfolio_weights=jnp.zeros((2, P)))
+    target_t = QOut(q_direction=jnp.asarray([[5.0, 6.0, 2.0], [7.0, 1.0, 3.0]]),
+                    q_magnitude=jnp.asarray([[4.0, 10.0, 0.0, 0.0], [0.0, 0.0, 100.0, 0.0]]),
+                    aux=jnp.zeros(2), market_weights=jnp.zeros((2, F)),
+                    portfolio_weights=jnp.zeros((2, P)))
+    a_dir, a_mag = jnp.asarray([2, FLAT]), jnp.asarray([1, 3])
+    r, discount, aux_target = jnp.asarray([1.0, 0.2]), jnp.asarray([0.5, 0.9]), jnp.asarray(
+        [0.0, 1.0])
+    return out_tm1, online_t, target_t, a_dir, a_mag, r, discount, aux_target
+
+
+class QLossTest(chex.TestCase):
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_q_loss_hand_computed(self):
+        cfg = AgentConfig(huber_delta=1.0, aux_weight=0.1)
+        loss_fn = self.variant(lambda *args: agent.q_loss(*args, cfg=cfg))
+        batch = hand_batch()
+        loss, info = loss_fn(*batch)
+        chex.assert_shape([loss, info.loss, info.td_abs, info.aux_loss, info.q_mean], ())
+        # Transition 0 (long): δ = [2.0, 2.2] → huber [1.5, 1.7] → mean 1.6.
+        # Transition 1 (flat taken, flat greedy): y = 1.1, δ_dir = 0.7 → 0.245; magnitude masked.
+        # aux: mean((0.5 − 0)², (−1 − 1)²) = 2.125.
+        td_part = (1.6 + 0.245) / 2
+        np.testing.assert_allclose(info.aux_loss, 2.125, rtol=1e-6)
+        np.testing.assert_allclose(loss, td_part + 0.1 * 2.125, rtol=1e-6)
+        np.testing.assert_allclose(info.loss, loss, rtol=1e-6)
+        np.testing.assert_allclose(info.td_abs, (2.0 + 2.2 + 0.7) / 3, rtol=1e-6)
+        np.testing.assert_allclose(info.q_mean, np.mean([[0.1, 0.2, 0.5], [0.0, 0.4, 0.0]]),
+                                   rtol=1e-6)
+
+        # Masked branch: the flat transition's taken magnitude Q does not matter.
+        out_tm1, *rest = batch
+        moved = out_tm1.replace(q_magnitude=out_tm1.q_magnitude.at[1, 3].set(-50.0))
+        np.testing.assert_allclose(loss_fn(moved, *rest)[0], loss, rtol=1e-6)
+        # ... but it does for the long transition.
+        moved = out_tm1.replace(q_magnitude=out_tm1.q_magnitude.at[0, 1].set(-50.0))
+        assert abs(float(loss_fn(moved, *rest)[0] - loss)) > 1.0
+
+        # The aux weight scales the aux term linearly.
+        loss_w = self.variant(
+            lambda *args: agent.q_loss(*args, cfg=AgentConfig(huber_delta=1.0, aux_weight=2.0)))
+        np.testing.assert_allclose(loss_w(*batch)[0], td_part + 2.0 * 2.125, rtol=1e-6)
+        loss_0 = self.variant(
+            lambda *args: agent.q_loss(*args, cfg=AgentConfig(huber_delta=1.0, aux_weight=0.0)))
+        np.testing.assert_allclose(loss_0(*batch)[0], td_part, rtol=1e-6)
+
+
+def test_aux_loss_gradient_reaches_market_vsn(qnet):
+    net, params, _ = qnet
+    obs_tm1, obs_t, a_dir, a_mag, r, discount, aux_target = make_batch(7)
+
+    @jax.jit
+    def grads(p):
+        def parts(p, cfg):
+            out_t = net.apply(params, obs_t)
+            return agent.q_loss(net.apply(p, obs_tm1), out_t, out_t, a_dir, a_mag, r, discount,
+                                aux_target, cfg)
+        g_aux = jax.grad(lambda p: parts(p, CFG)[1].aux_loss)(p)
+        g0 = jax.grad(lambda p: parts(p, dataclasses.replace(CFG, aux_weight=0.0))[0])(p)
+        g2 = jax.grad(lambda p: parts(p, dataclasses.replace(CFG, aux_weight=2.0))[0])(p)
+        return g_aux, g0, g2
+
+    g_aux, g0, g2 = grads(params)
+    market = leaves_with_paths(g_aux["params"]["market_vsn"])
+    assert len(market) > 10
+    for path, g in market:
+        assert float(np.linalg.norm(np.asarray(g))) > 0, f"no aux gradient on market_vsn{path}"
+    # The aux head does not see the portfolio group; the aux weight scales the aux gradient.
+    for _, g in leaves_with_paths(g_aux["params"]["portfolio_vsn"]):
+        np.testing.assert_array_equal(g, 0.0)
+    chex.assert_trees_all_close(jax.tree.map(lambda a, b: a - b, g2, g0),
+                                jax.tree.map(lambda g: 2.0 * g, g_aux), rtol=1e-4, atol=1e-6)
+
+
+# --- exploration ----------------------------------------------------------------------------
+
+
+def q_out(q_dir, q_mag):
+    n = q_dir.shape[0]
+    return QOut(q_direction=q_dir, q_magnitude=q_mag, aux=jnp.zeros(n),
+                market_weights=jnp.zeros((n, F)), portfolio_weights=jnp.zeros((n, P)))
+
+
+def test_epsilon_greedy():
+    n = 512
+    kd, km = jax.random.split(jax.random.key(8))
+    q = q_out(jax.random.normal(kd, (n, 3)), jax.random.normal(km, (n, M)))
+    act = jax.jit(agent.epsilon_greedy)
+    d, m = act(jax.random.key(9), q, jnp.float32(0.0))
+    chex.assert_shape([d, m], [(n,), (n,)])
+    assert d.dtype == jnp.int32 and m.dtype == jnp.int32
+    np.testing.assert_array_equal(d, np.argmax(q.q_direction, -1))
+    np.testing.assert_array_equal(m, np.argmax(q.q_magnitude, -1))
+
+    d, m = act(jax.random.key(10), q, jnp.float32(1.0))
+    assert set(np.unique(d)) == {0, 1, 2}
+    assert set(np.unique(m)) == set(range(M))
+    # Random, not greedy: about 1/3 and 1/M agree with the argmax by chance.
+    assert float(np.mean(d == np.argmax(q.q_direction, -1))) < 0.5
+    assert float(np.mean(m == np.argmax(q.q_magnitude, -1))) < 0.5
+
+
+def test_epsilon_schedule():
+    cfg = AgentConfig(eps_start=1.0, eps_end=0.05, eps_decay_fraction=0.5)
+    sched = agent.epsilon_schedule(cfg, 1000)  # decays over 500 env steps
+    np.testing.assert_allclose(sched(0), 1.0)
+    np.testing.assert_allclose(sched(250), 0.525, rtol=1e-6)
+    np.testing.assert_allclose(sched(500), 0.05, rtol=1e-6)
+    np.testing.assert_allclose(sched(10_000), 0.05, rtol=1e-6)
