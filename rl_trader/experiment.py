@@ -107,7 +107,8 @@ def run_fold(prep: Prepared, trainer: Trainer, fold: Fold, run_dir: Path, key: j
         tb.scalars(epoch, {"loss": metrics["loss"], "td_abs": metrics["td_abs"],
                            "aux_loss": metrics["aux_loss"], "epsilon": metrics["epsilon"],
                            "val_sharpe": val_sharpe,
-                           **{f"vsn/{n}": float(x) for n, x in zip(prep.features.names, w)}})
+                           **{f"vsn/{n}": float(x)
+                              for n, x in zip(prep.features.names, w, strict=True)}})
         log(f"fold {fold.index} epoch {epoch + 1}/{cfg.train.epochs}  loss {metrics['loss']:.4f}"
             f"  td {metrics['td_abs']:.3f}  aux {metrics['aux_loss']:.3f}"
             f"  ε {metrics['epsilon']:.3f}  val Sharpe {val_sharpe:+.3f}"
@@ -132,9 +133,11 @@ def run_fold(prep: Prepared, trainer: Trainer, fold: Fold, run_dir: Path, key: j
         "test_start": fold.test[0],
         "test_end": fold.test[1],
         "market_vsn_weights": dict(zip(prep.features.names,
-                                       _floats(np.asarray(test.market_weights).mean(0)))),
+                                       _floats(np.asarray(test.market_weights).mean(0)),
+                                       strict=True)),
         "portfolio_vsn_weights": dict(zip(PORTFOLIO_NAMES,
-                                          _floats(np.asarray(test.portfolio_weights).mean(0)))),
+                                          _floats(np.asarray(test.portfolio_weights).mean(0)),
+                                          strict=True)),
         "test_exposure": float(np.abs(np.asarray(test.position)).mean()),
         "baseline_test_sharpes": {n: _sharpe(r.returns, ppy) for n, r in baselines.items()},
         "epochs": history,
