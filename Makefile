@@ -23,8 +23,8 @@ SETUP := $(VENV)/.installed
 endif
 
 CUDA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
-EXTRAS := dev$(if $(filter 1,$(CUDA)),$(comma)cuda12)
 comma := ,
+EXTRAS := dev$(if $(filter 1,$(CUDA)),$(comma)cuda12)
 
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 

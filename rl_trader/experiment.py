@@ -22,7 +22,7 @@ import numpy as np
 from rl_trader import evaluate as ev
 from rl_trader.checkpoint import FoldCheckpoints, export_safetensors, fingerprint
 from rl_trader.config import RunConfig
-from rl_trader.data import Bars, load_bars
+from rl_trader.data import Bars, load
 from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.errors import InputError
 from rl_trader.features import MarketFeatures, compute_features
@@ -47,7 +47,7 @@ class Prepared:
 def prepare(cfg: RunConfig) -> Prepared:
     """Validate the config, load and check the data, compute features, lay out the folds."""
     cfg.validate()
-    bars = load_bars(cfg.data.path)
+    bars = load(cfg.data.path)
     feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
     first_bar = feats.first_valid + cfg.features.lookback
     folds = make_folds(len(bars), first_bar, cfg.folds, cfg.features.lookback, cfg.agent.n_step)

@@ -1,0 +1,90 @@
+"""End to end: the main job on the CPU, its outputs and its refusals."""
+
+import json
+
+import pytest
+
+from experiments.multi_fold import main
+
+FOLD_KEYS = {"fold", "best_epoch", "val_sharpe", "test_sharpe", "buy_and_hold_test_sharpe",
+             "checkpoint_dir", "test_start", "test_end", "market_vsn_weights"}
+TOP_KEYS = {"folds", "stitched_test_sharpe", "geo_mean_test_sharpe", "fingerprint", "config",
+            "data_sha256"}
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("runs") / "smoke"
+    code = main(["--preset", "smoke", "--folds", "3", "--epochs", "1", "--run-dir",
+                 str(run_dir)])
+    return code, run_dir
+
+
+def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run, capsys):
+    code, run_dir = smoke_run
+    assert code == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert TOP_KEYS <= set(summary)
+    assert len(summary["folds"]) == 3
+    ends = []
+    for k, fold in enumerate(summary["folds"]):
+        assert FOLD_KEYS <= set(fold)
+        assert fold["fold"] == k and fold["best_epoch"] == 0
+        ckpt = run_dir / fold["checkpoint_dir"]
+        assert ckpt.is_dir() and (ckpt / "0").is_dir()
+        assert (run_dir / f"fold_{k}" / "best_params.safetensors").is_file()
+        assert abs(sum(fold["market_vsn_weights"].values()) - 1.0) < 1e-3
+        ends.append((fold["test_start"], fold["test_end"]))
+    assert ends[-1][1] == summary["n_bars"] == 5031
+    assert all(a[1] == b[0] for a, b in zip(ends, ends[1:], strict=False))  # stitched, in order
+    assert summary["config"]["folds"]["n_folds"] == 3
+    assert len(summary["data_sha256"]) == 64
+    assert list((run_dir / "tensorboard").iterdir())
+
+
+def test_existing_run_dir_is_not_overwritten(smoke_run, capsys):
+    _, run_dir = smoke_run
+    before = (run_dir / "summary.json").read_bytes()
+    code = main(["--preset", "smoke", "--run-dir", str(run_dir)])
+    assert code == 2
+    assert "already exists" in capsys.readouterr().err
+    assert (run_dir / "summary.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--folds", "0"], "--folds"),
+    (["--epochs", "0"], "--epochs"),
+    (["--lr", "-1"], "--lr"),
+    (["--tau", "2"], "--tau"),
+    (["--gamma", "1.5"], "--gamma"),
+    (["--n-step", "0"], "--n-step"),
+    (["--batch", "0"], "--batch"),
+    (["--commission-bps", "-3"], "--commission-bps"),
+    (["--data", "/nonexistent/file.csv"], "no such file"),
+    (["--data", "synthetic:nope"], "unknown"),
+    (["--data", "synthetic:ar1:400", "--folds", "3"], "--folds"),
+])
+def test_bad_options_exit_2_with_one_line(argv, needle, tmp_path, capsys):
+    code = main(argv + ["--preset", "smoke", "--run-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert needle in err and "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv", [["--folds", "x"], ["--preset", "huge"], ["--bogus"]])
+def test_argparse_refusals_exit_2(argv):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+
+
+def test_help_documents_the_options(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for opt in ("--data", "--folds", "--epochs", "--seed", "--preset", "--run-dir", "--lr",
+                "--tau", "--gamma", "--n-step", "--batch", "--commission-bps",
+                "--slippage-bps"):
+        assert opt in out

@@ -1,0 +1,107 @@
+"""The training run: fresh state per fold, the jitted epoch, the all-epochs program."""
+
+import dataclasses
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rl_trader.config import AgentConfig, FoldConfig, TrainConfig, preset
+from rl_trader.experiment import prepare
+from rl_trader.market import make_fold_data
+from rl_trader.metrics import sharpe
+from rl_trader.train import Runner, make_train
+
+CFG = dataclasses.replace(
+    preset("smoke"),
+    data=dataclasses.replace(preset("smoke").data, path="synthetic:ar1:1200:1"),
+    folds=FoldConfig(n_folds=2),
+    agent=AgentConfig(batch_size=8, replay_capacity=32, n_step=2),
+    train=TrainConfig(epochs=2, n_envs=4, steps_per_epoch=12, prefill_steps=4))
+
+
+@pytest.fixture(scope="module")
+def setup():
+    prep = prepare(CFG)
+    datas = [make_fold_data(prep.bars.open, prep.bars.close, prep.features, f, CFG.features.clip)
+             for f in prep.folds]
+    val_len = prep.folds[0].val[1] - prep.folds[0].val[0]
+    return prep, datas, make_train(CFG, prep.periods_per_year, val_len), val_len
+
+
+@pytest.fixture(scope="module")
+def train_jit(setup):
+    return jax.jit(setup[2].train)
+
+
+def test_init_creates_every_field_fresh(setup):
+    prep, datas, trainer, _ = setup
+    runner = trainer.init(jax.random.PRNGKey(0), datas[0])
+    for f in dataclasses.fields(Runner):
+        assert getattr(runner, f.name) is not None, f.name
+    chex.assert_trees_all_equal(runner.learner.params, runner.learner.target_params)
+    assert int(runner.learner.step) == 0 and int(runner.env_steps) == 0
+    assert int(runner.replay.size) >= CFG.agent.n_step  # prefilled with random steps
+    train = datas[0].train
+    assert np.all((np.asarray(runner.envs.t) >= int(train[0]))
+                  & (np.asarray(runner.envs.t) < int(train[1]) - 1))
+
+
+def test_fold_two_starts_from_a_fresh_state(setup):
+    """Training fold 1 leaves nothing behind: fold 2's initial state equals a fresh one."""
+    prep, datas, trainer, _ = setup
+    key = jax.random.PRNGKey(3)
+    runner = trainer.init(jax.random.fold_in(key, 0), datas[0])
+    for _ in range(CFG.train.epochs):
+        runner, _ = trainer.epoch(runner, datas[0])
+    second = trainer.init(jax.random.fold_in(key, 1), datas[1])
+    val_len = prep.folds[0].val[1] - prep.folds[0].val[0]
+    fresh = make_train(CFG, prep.periods_per_year, val_len).init(jax.random.fold_in(key, 1),
+                                                                 datas[1])
+    chex.assert_trees_all_equal(second, fresh)
+
+
+def test_epoch_updates_and_stays_finite(setup):
+    _, datas, trainer, _ = setup
+    runner = trainer.init(jax.random.PRNGKey(1), datas[0])
+    before = runner.learner.params
+    before_leaves = [np.asarray(x).copy() for x in jax.tree.leaves(before)]
+    runner, metrics = trainer.epoch(runner, datas[0])
+    chex.assert_tree_all_finite((runner.learner, metrics))
+    assert int(runner.learner.step) == CFG.train.steps_per_epoch * CFG.train.updates_per_step
+    assert int(runner.env_steps) == CFG.train.steps_per_epoch
+    moved = [not np.array_equal(a, np.asarray(b))
+             for a, b in zip(before_leaves, jax.tree.leaves(runner.learner.params), strict=True)]
+    assert all(moved)
+    # every env is inside the train segment, and ε decays from eps_start
+    train = datas[0].train
+    t = np.asarray(runner.envs.t)
+    assert np.all((t >= int(train[0])) & (t < int(train[1])))
+    assert float(metrics.epsilon) < CFG.agent.eps_start
+
+
+def test_train_program_matches_the_host_loop(setup, train_jit):
+    """`train(key, fold)` (all epochs in one program) gives the host loop's validation Sharpes."""
+    prep, datas, trainer, val_len = setup
+    key = jax.random.PRNGKey(7)
+    result = train_jit(key, datas[0])
+    runner = trainer.init(key, datas[0])
+    host = []
+    for _ in range(CFG.train.epochs):
+        runner, _ = trainer.epoch(runner, datas[0])
+        val = trainer.evaluate(runner.learner.params, datas[0], datas[0].val[0], val_len, key)
+        host.append(float(sharpe(val.returns, prep.periods_per_year)))
+    np.testing.assert_allclose(np.asarray(result.val_sharpe), host, rtol=1e-4, atol=1e-5)
+    assert int(result.best_epoch) == int(np.argmax(host))
+
+
+def test_train_vmaps_over_seeds_like_separate_runs(setup, train_jit):
+    _, datas, trainer, _ = setup
+    keys = jax.random.split(jax.random.PRNGKey(11), 2)
+    batched = jax.jit(jax.vmap(trainer.train, in_axes=(0, None)))(keys, datas[0])
+    single = train_jit(keys[1], datas[0])
+    np.testing.assert_allclose(np.asarray(batched.val_sharpe[1]), np.asarray(single.val_sharpe),
+                               rtol=1e-4, atol=1e-5)
+    assert jnp.shape(batched.val_sharpe) == (2, CFG.train.epochs)
