@@ -18,17 +18,33 @@ SMALL = NetConfig(hidden=4, trunk=8, context=4)
 F, L, P, M = 3, 5, 5, 4  # market vars, look-back, portfolio vars, magnitudes
 
 
-def make_obs(key, lead=()):
-    k1, k2, k3 = jax.random.split(key, 3)
-    return Obs(market=jax.random.normal(k1, lead + (F,)),
-               window=jax.random.normal(k2, lead + (L, F)),
-               portfolio=jax.random.normal(k3, lead + (P,)))
-
-
-def randomise(params, seed):
-    """Replace every leaf by N(0, 1) draws, so zero-initialised biases matter in hand checks."""
+def make_obs(seed, lead=()):
     rng = np.random.default_rng(seed)
-    return jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape), x.dtype), params)
+    return Obs(market=jnp.asarray(rng.normal(size=lead + (F,)), jnp.float32),
+               window=jnp.asarray(rng.normal(size=lead + (L, F)), jnp.float32),
+               portfolio=jnp.asarray(rng.normal(size=lead + (P,)), jnp.float32))
+
+
+def init_params(module, *args, seed=0):
+    """Params of `module` with the structure of `module.init`, filled from numpy.
+
+    Kernels ~ N(0, 1/fan_in), biases ~ N(0, 0.1²), LayerNorm scales ~ 1 + N(0, 0.1²). Filling on
+    the host avoids compiling Flax's initialisers, the slowest part of these tests on a CPU.
+    """
+    rng = np.random.default_rng(seed)
+    shapes = jax.eval_shape(module.init, jax.random.key(0), *args)
+
+    def fill(path, s):
+        name = str(path[-1])
+        if "kernel" in name:
+            x = rng.normal(size=s.shape) / np.sqrt(s.shape[-2])
+        elif "scale" in name:
+            x = 1.0 + 0.1 * rng.normal(size=s.shape)
+        else:
+            x = 0.1 * rng.normal(size=s.shape)
+        return jnp.asarray(x, s.dtype)
+
+    return jax.tree_util.tree_map_with_path(fill, shapes)
 
 
 def np_sigmoid(x):
@@ -47,9 +63,9 @@ def np_layer_norm(y, scale, bias, eps=1e-6):
 
 @pytest.fixture(scope="module")
 def qnet():
-    """(jitted apply, params) of a small network; jit keeps the suite fast on CPU."""
+    """(jitted apply, params) of a small network; jit keeps the tests fast on a CPU."""
     net = QNetwork(SMALL, M)
-    params = jax.jit(net.init)(jax.random.key(0), make_obs(jax.random.key(1)))
+    params = init_params(net, make_obs(1))
     return jax.jit(net.apply), params
 
 
@@ -59,7 +75,7 @@ def qnet():
 @pytest.mark.parametrize("lead", [(), (6,), (2, 3)])
 def test_output_shapes(qnet, lead):
     apply, params = qnet
-    out = apply(params, make_obs(jax.random.key(2), lead))
+    out = apply(params, make_obs(2, lead))
     chex.assert_shape(out.q_direction, lead + (3,))
     chex.assert_shape(out.q_magnitude, lead + (M,))
     chex.assert_shape(out.aux, lead)
@@ -71,9 +87,9 @@ def test_output_shapes(qnet, lead):
 def test_batch_rows_are_independent(qnet):
     """Row i of a batched call equals the unbatched call on observation i (no batch mixing)."""
     apply, params = qnet
-    obs = make_obs(jax.random.key(3), (4,))
+    obs = make_obs(3, (6,))
     batched = apply(params, obs)
-    for i in range(4):
+    for i in range(6):
         single = apply(params, jax.tree.map(lambda x, i=i: x[i], obs))
         chex.assert_trees_all_close(jax.tree.map(lambda x, i=i: x[i], batched), single,
                                     rtol=1e-5, atol=1e-6)
@@ -81,7 +97,7 @@ def test_batch_rows_are_independent(qnet):
 
 def test_vsn_weights_are_a_distribution(qnet):
     apply, params = qnet
-    out = apply(params, make_obs(jax.random.key(4), (16,)))
+    out = apply(params, make_obs(4, (6,)))
     for w in (out.market_weights, out.portfolio_weights):
         assert bool(jnp.all(w >= 0))
         np.testing.assert_allclose(np.asarray(w.sum(-1)), 1.0, rtol=1e-5)
@@ -90,11 +106,11 @@ def test_vsn_weights_are_a_distribution(qnet):
 def test_dueling_advantages_have_zero_mean(qnet):
     """Q_b = V + A_b − mean A_b: both branches average to the same V, the value head's output."""
     apply, params = qnet
-    obs = make_obs(jax.random.key(5), (8,))
+    obs = make_obs(5, (6,))
     apply = jax.jit(functools.partial(QNetwork(SMALL, M).apply, capture_intermediates=True))
     out, state = apply(params, obs)
     value = state["intermediates"]["value"]["__call__"][0][..., 0]
-    chex.assert_shape(value, (8,))
+    chex.assert_shape(value, (6,))
     np.testing.assert_allclose(out.q_direction.mean(-1), out.q_magnitude.mean(-1), atol=1e-5)
     np.testing.assert_allclose(out.q_direction.mean(-1), value, atol=1e-5)
     # The branches are not degenerate: actions differ within a branch.
@@ -117,9 +133,9 @@ def test_default_parameter_count():
 
 
 def test_glu_matches_explicit_formula():
-    x = np.asarray(jax.random.normal(jax.random.key(6), (2, 4)), np.float64)
+    x = np.random.default_rng(6).normal(size=(2, 4))
     glu = GLU(3)
-    params = randomise(jax.jit(glu.init)(jax.random.key(7), jnp.zeros((4,))), 8)
+    params = init_params(glu, jnp.zeros((4,)), seed=8)
     p = jax.tree.map(np.asarray, params["params"])
     expected = (np_sigmoid(x @ p["gate"]["kernel"] + p["gate"]["bias"])
                 * (x @ p["value"]["kernel"] + p["value"]["bias"]))
@@ -130,12 +146,10 @@ def test_glu_matches_explicit_formula():
 
 def test_grn_with_context_and_projection_matches_explicit_formula():
     """GRN(a, c) = LayerNorm(W_s a + b_s + GLU(W₁·ELU(W₂a + b₂ + W₃c) + b₁)), widths 4 → 3."""
-    ka, kc = jax.random.split(jax.random.key(9))
-    a = np.asarray(jax.random.normal(ka, (2, 4)), np.float64)
-    c = np.asarray(jax.random.normal(kc, (2, 2)), np.float64)
+    rng = np.random.default_rng(9)
+    a, c = rng.normal(size=(2, 4)), rng.normal(size=(2, 2))
     grn = GRN(3, hidden=5)
-    params = randomise(jax.jit(grn.init)(jax.random.key(10), jnp.zeros((4,)), jnp.zeros((2,))),
-                       11)
+    params = init_params(grn, jnp.zeros((4,)), jnp.zeros((2,)), seed=11)
     p = jax.tree.map(np.asarray, params["params"])
     assert set(p) == {"w1", "w2", "w3", "skip", "glu", "norm"}
     assert "bias" not in p["w3"]
@@ -151,9 +165,9 @@ def test_grn_with_context_and_projection_matches_explicit_formula():
 
 
 def test_grn_same_width_uses_identity_skip():
-    a = np.asarray(jax.random.normal(jax.random.key(12), (3, 4)), np.float64)
+    a = np.random.default_rng(12).normal(size=(3, 4))
     grn = GRN(4)
-    params = randomise(jax.jit(grn.init)(jax.random.key(13), jnp.zeros((4,))), 14)
+    params = init_params(grn, jnp.zeros((4,)), seed=14)
     p = jax.tree.map(np.asarray, params["params"])
     assert "skip" not in p and "w3" not in p
     h = np_elu(a @ p["w2"]["kernel"] + p["w2"]["bias"]) @ p["w1"]["kernel"] + p["w1"]["bias"]
@@ -166,7 +180,7 @@ def test_grn_same_width_uses_identity_skip():
 
 def test_grn_output_is_layer_normalised_at_init():
     grn = GRN(6, hidden=5)
-    a = 3.0 + 5.0 * jax.random.normal(jax.random.key(15), (32, 4))
+    a = jnp.asarray(3.0 + 5.0 * np.random.default_rng(15).normal(size=(32, 4)), jnp.float32)
     params = jax.jit(grn.init)(jax.random.key(16), a)
     y = jax.jit(grn.apply)(params, a)
     np.testing.assert_allclose(np.asarray(y.mean(-1)), 0.0, atol=1e-5)
@@ -176,9 +190,9 @@ def test_grn_output_is_layer_normalised_at_init():
 def test_variable_grns_equal_separate_width_one_grns():
     """VariableGRNs' variable v is exactly a GRN(d) on the scalar x_v with v's slice of params."""
     d, n_vars = 4, 3
-    x = jax.random.normal(jax.random.key(17), (5, n_vars))
+    x = jnp.asarray(np.random.default_rng(17).normal(size=(5, n_vars)), jnp.float32)
     vg = VariableGRNs(d)
-    params = randomise(jax.jit(vg.init)(jax.random.key(18), x), 19)
+    params = init_params(vg, x, seed=19)
     emb = jax.jit(vg.apply)(params, x)
     chex.assert_shape(emb, (5, n_vars, d))
     p = params["params"]
@@ -198,23 +212,24 @@ def test_variable_grns_equal_separate_width_one_grns():
 
 def test_variable_grns_embedding_depends_only_on_its_variable():
     n_vars = 4
-    x = jax.random.normal(jax.random.key(20), (n_vars,))
+    x = jnp.asarray(np.random.default_rng(20).normal(size=(n_vars,)), jnp.float32)
     vg = VariableGRNs(5)
-    params = jax.jit(vg.init)(jax.random.key(21), x)
+    params = init_params(vg, x, seed=21)
     apply = jax.jit(vg.apply)
     base = apply(params, x)
     for j in range(n_vars):
-        moved = apply(params, x.at[j].add(1.5))
+        moved = apply(params, x + 1.5 * (np.arange(n_vars) == j))
         changed = np.abs(np.asarray(moved - base)).max(-1) > 1e-6
         np.testing.assert_array_equal(changed, np.arange(n_vars) == j)
 
 
 def test_vsn_output_is_weighted_sum_of_embeddings():
     n_vars, d = 3, 4
-    kx, kc = jax.random.split(jax.random.key(22))
-    x, c = jax.random.normal(kx, (6, n_vars)), jax.random.normal(kc, (6, 2))
+    rng = np.random.default_rng(22)
+    x = jnp.asarray(rng.normal(size=(6, n_vars)), jnp.float32)
+    c = jnp.asarray(rng.normal(size=(6, 2)), jnp.float32)
     vsn = VSN(d)
-    params = jax.jit(vsn.init)(jax.random.key(23), x, c)
+    params = init_params(vsn, x, c, seed=23)
     apply = jax.jit(vsn.apply)
     out, w = apply(params, x, c)
     chex.assert_shape([out, w], [(6, d), (6, n_vars)])

@@ -1,0 +1,162 @@
+"""Tests for rl_trader.replay: n-step returns with truncation/termination, the ring, sampling range.
+
+Every stored row gets a unique bar (per row and env), so the sampled window's start is read back
+from `bar_tm1` and checked against returns worked out by hand.
+"""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rl_trader import replay
+
+GAMMA = 0.5
+sample = jax.jit(replay.sample, static_argnums=(2, 3, 4))
+add = jax.jit(replay.add)
+
+
+def example():
+    return replay.Step(bar=jnp.int32(0), portfolio_tm1=jnp.zeros(2), direction=jnp.int32(0),
+                       magnitude=jnp.int32(0), reward=jnp.float32(0.0),
+                       portfolio_t=jnp.zeros(2), terminated=jnp.bool_(False),
+                       last=jnp.bool_(False))
+
+
+def row(bars, rewards, last=None, terminated=None):
+    """One replay row for len(bars) envs; portfolio features are tagged with the bar."""
+    bars = np.asarray(bars, np.int32)
+    n = len(bars)
+    last = np.zeros(n, bool) if last is None else np.asarray(last, bool)
+    terminated = np.zeros(n, bool) if terminated is None else np.asarray(terminated, bool)
+    tag = bars.astype(np.float32)
+    return replay.Step(bar=jnp.asarray(bars), portfolio_tm1=jnp.asarray(np.stack([tag, -tag], 1)),
+                       direction=jnp.asarray(bars % 3), magnitude=jnp.asarray(bars % 4),
+                       reward=jnp.asarray(rewards, jnp.float32),
+                       portfolio_t=jnp.asarray(np.stack([tag + 0.5, -tag - 0.5], 1)),
+                       terminated=jnp.asarray(terminated), last=jnp.asarray(last | terminated))
+
+
+def build(rows, capacity):
+    buf = replay.init(example(), capacity, len(rows[0].bar))
+    for r in rows:
+        buf = add(buf, r)
+    return buf
+
+
+# One env, n = 3, γ = 0.5, rewards (1, 2, 4) at bars (10, 11, 12); exactly n rows written, so the
+# only window starts at bar 10.  Columns: flags (last at, terminated at), G, discount, bar_t.
+SINGLE_CASES = {
+    "no boundary": ((), (), 1 + 0.5 * 2 + 0.25 * 4, 0.5**3, 13),
+    "truncated at step 1": ((1,), (), 1 + 0.5 * 2, 0.5**2, 12),
+    "terminated at step 1": ((1,), (1,), 1 + 0.5 * 2, 0.0, 12),
+    "truncated at step 0": ((0,), (), 1.0, 0.5, 11),
+    "terminated at step 0": ((0,), (0,), 1.0, 0.0, 11),
+    "truncated at the last step": ((2,), (), 3.0, 0.5**3, 13),
+    "terminated at the last step": ((2,), (2,), 3.0, 0.0, 13),
+    "two episode ends": ((0, 1), (), 1.0, 0.5, 11),
+}
+
+
+@pytest.mark.parametrize("case", list(SINGLE_CASES))
+def test_n_step_window_by_hand(case):
+    last_at, term_at, ret, discount, bar_t = SINGLE_CASES[case]
+    bars = [10, 11, 12]
+    if last_at:  # a reset after an episode end jumps to an unrelated bar
+        bars = [b if i <= min(last_at) else 50 + i for i, b in enumerate(bars)]
+    rows = [row([bars[i]], [2.0**i], last=[i in last_at], terminated=[i in term_at])
+            for i in range(3)]
+    buf = build(rows, capacity=5)
+    b = sample(buf, jax.random.key(0), 4, 3, GAMMA)
+    chex.assert_shape([b.bar_tm1, b.return_t, b.discount_t, b.bar_t], (4,))
+    chex.assert_shape([b.portfolio_tm1, b.portfolio_t], (4, 2))
+    np.testing.assert_array_equal(b.bar_tm1, 10)
+    np.testing.assert_array_equal(b.portfolio_tm1, [[10.0, -10.0]] * 4)
+    np.testing.assert_array_equal(b.direction_tm1, 10 % 3)
+    np.testing.assert_array_equal(b.magnitude_tm1, 10 % 4)
+    np.testing.assert_allclose(b.return_t, ret, rtol=1e-6)
+    np.testing.assert_allclose(b.discount_t, discount, rtol=1e-6)
+    np.testing.assert_array_equal(b.bar_t, bar_t)
+    # The bootstrap portfolio is the one stored with the window's last live step (bar_t − 1).
+    np.testing.assert_array_equal(b.portfolio_t, [[bar_t - 0.5, -(bar_t - 0.5)]] * 4)
+
+
+@pytest.mark.parametrize("truncate_row4", [False, True])
+def test_ring_wraps_around(truncate_row4):
+    """Capacity 4, six rows written (bars 100 … 105, rewards 1 … 6), n = 3.
+
+    The ring holds rows 2 … 5; windows may start at rows 2 and 3 only, and the window from row 3
+    reads ring slots 3, 0, 1 (rows 3, 4, 5).
+    """
+    rows = [row([100 + i], [i + 1.0], last=[truncate_row4 and i == 4]) for i in range(6)]
+    buf = build(rows, capacity=4)
+    assert int(buf.pos) == 2 and int(buf.size) == 4
+    if truncate_row4:
+        expected = {102: (3 + 0.5 * 4 + 0.25 * 5, 0.125, 105),  # ends at row 4 (m = 2)
+                    103: (4 + 0.5 * 5, 0.25, 105)}  # m = 1
+    else:
+        expected = {102: (3 + 0.5 * 4 + 0.25 * 5, 0.125, 105),
+                    103: (4 + 0.5 * 5 + 0.25 * 6, 0.125, 106)}
+    b = sample(buf, jax.random.key(1), 256, 3, GAMMA)
+    assert set(np.asarray(b.bar_tm1).tolist()) == set(expected)
+    want = np.asarray([expected[int(x)] for x in b.bar_tm1])
+    np.testing.assert_allclose(b.return_t, want[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(b.discount_t, want[:, 1], rtol=1e-6)
+    np.testing.assert_array_equal(b.bar_t, want[:, 2].astype(int))
+
+
+def two_env_rows(n_rows):
+    """Env 0: rewards 1, 2, 3, …, no episode end. Env 1: rewards 10, 20, …, truncated after row
+    1 and terminated after row 3. Bars: 1000·env + 10·row + 1."""
+    rows = []
+    for i in range(n_rows):
+        rows.append(row([10 * i + 1, 1000 + 10 * i + 1], [i + 1.0, 10.0 * (i + 1)],
+                        last=[False, i == 1], terminated=[False, i == 3]))
+    return rows
+
+
+def test_many_samples_two_envs_by_hand():
+    """5 rows in a ring of 8, n = 2: windows start at rows 0 … 3 of either env, never row 4."""
+    buf = build(two_env_rows(5), capacity=8)
+    # bar_tm1: (G, discount, bar_t), worked out by hand with γ = 0.5.
+    expected = {
+        1: (1 + 0.5 * 2, 0.25, 12), 11: (2 + 0.5 * 3, 0.25, 22),
+        21: (3 + 0.5 * 4, 0.25, 32), 31: (4 + 0.5 * 5, 0.25, 42),
+        1001: (10 + 0.5 * 20, 0.25, 1012),  # truncation at row 1 ends the window at m = 1
+        1011: (20.0, 0.5, 1012),  # the window's first step ends the episode: m = 0
+        1021: (30 + 0.5 * 40, 0.0, 1032),  # termination at row 3
+        1031: (40.0, 0.0, 1032),
+    }
+    b = sample(buf, jax.random.key(2), 1024, 2, GAMMA)
+    assert set(np.asarray(b.bar_tm1).tolist()) == set(expected)
+    want = np.asarray([expected[int(x)] for x in b.bar_tm1])
+    np.testing.assert_allclose(b.return_t, want[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(b.discount_t, want[:, 1], rtol=1e-6)
+    np.testing.assert_array_equal(b.bar_t, want[:, 2].astype(int))
+    np.testing.assert_array_equal(b.portfolio_t[:, 0], want[:, 2] - 0.5)
+    np.testing.assert_array_equal(b.portfolio_tm1[:, 0], np.asarray(b.bar_tm1, np.float32))
+
+
+@pytest.mark.parametrize("n_rows, allowed_rows", [(2, [0]), (5, range(0, 4)), (8, range(0, 7)),
+                                                  (11, range(3, 10))])
+def test_windows_start_only_in_fully_followed_rows(n_rows, allowed_rows):
+    """Capacity 8, n = 2: a window starts at a live row that has n − 1 written rows after it."""
+    buf = build(two_env_rows(n_rows), capacity=8)
+    assert int(buf.size) == min(n_rows, 8) and int(buf.pos) == n_rows % 8
+    b = sample(buf, jax.random.key(3), 1024, 2, GAMMA)
+    allowed = {10 * i + 1 + 1000 * e for i in allowed_rows for e in (0, 1)}
+    assert set(np.asarray(b.bar_tm1).tolist()) == allowed
+
+
+def test_add_writes_one_row_at_pos():
+    buf = replay.init(example(), 3, 2)
+    chex.assert_shape([buf.data.bar, buf.data.reward], (3, 2))
+    chex.assert_shape(buf.data.portfolio_t, (3, 2, 2))
+    assert buf.data.last.dtype == jnp.bool_ and buf.data.bar.dtype == jnp.int32
+    for i in range(4):
+        buf = add(buf, row([i, 100 + i], [1.0, 2.0]))
+    assert int(buf.pos) == 1 and int(buf.size) == 3
+    np.testing.assert_array_equal(buf.data.bar, [[3, 103], [1, 101], [2, 102]])
