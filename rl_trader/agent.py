@@ -40,6 +40,26 @@ class TrainState:
 
 
 @struct.dataclass
+class HParams:
+    """Hyper-parameters that may differ between members of a vmapped population (scalars).
+
+    They are traced values, so one compiled program serves a whole sweep. `tau` stays a static
+    Python float (`AgentConfig.tau`).
+    """
+
+    learning_rate: jax.Array
+    gamma: jax.Array
+    aux_weight: jax.Array
+    obs_noise: jax.Array  # std of Gaussian noise on the normalised market inputs while learning
+
+    @staticmethod
+    def from_config(cfg: AgentConfig) -> HParams:
+        return HParams(learning_rate=jnp.float32(cfg.learning_rate), gamma=jnp.float32(cfg.gamma),
+                       aux_weight=jnp.float32(cfg.aux_weight),
+                       obs_noise=jnp.float32(cfg.obs_noise))
+
+
+@struct.dataclass
 class LossInfo:
     loss: jax.Array
     td_abs: jax.Array  # mean |δ| over active branches
@@ -47,10 +67,16 @@ class LossInfo:
     q_mean: jax.Array
 
 
-def make_optimizer(cfg: AgentConfig) -> optax.GradientTransformation:
-    """One chain over all params: global-norm clip → Adam."""
+def make_optimizer(cfg: AgentConfig,
+                   learning_rate: jax.Array | None = None) -> optax.GradientTransformation:
+    """One chain over all params: global-norm clip → Adam (decoupled weight decay if set).
+
+    `learning_rate` (a traced scalar) overrides `cfg.learning_rate`; the state does not depend
+    on it, so a population may share one optimiser structure.
+    """
+    lr = cfg.learning_rate if learning_rate is None else learning_rate
     return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
-                       optax.adam(cfg.learning_rate))
+                       optax.adamw(lr, weight_decay=cfg.weight_decay))
 
 
 def init_train_state(params: chex.ArrayTree, cfg: AgentConfig) -> TrainState:
@@ -96,8 +122,12 @@ def branching_double_q_td(q_dir_tm1: jax.Array, q_mag_tm1: jax.Array, a_dir_tm1:
 
 def q_loss(out_tm1: QOut, out_t_online: QOut, out_t_target: QOut, a_dir_tm1: jax.Array,
            a_mag_tm1: jax.Array, r_t: jax.Array, discount_t: jax.Array, aux_target_tm1: jax.Array,
-           cfg: AgentConfig) -> tuple[jax.Array, LossInfo]:
-    """Batch loss: masked Huber over branches + λ_aux · MSE of the next-bar return."""
+           cfg: AgentConfig, aux_weight: jax.Array | None = None) -> tuple[jax.Array, LossInfo]:
+    """Batch loss: masked Huber over branches + λ_aux · MSE of the next-bar return.
+
+    `aux_weight` (a traced scalar) overrides `cfg.aux_weight`.
+    """
+    aux_weight = cfg.aux_weight if aux_weight is None else aux_weight
     td, mask = jax.vmap(branching_double_q_td)(
         out_tm1.q_direction, out_tm1.q_magnitude, a_dir_tm1, a_mag_tm1, r_t, discount_t,
         out_t_target.q_direction, out_t_target.q_magnitude,
@@ -105,7 +135,7 @@ def q_loss(out_tm1: QOut, out_t_online: QOut, out_t_target: QOut, a_dir_tm1: jax
     chex.assert_equal_shape([td, mask])
     per_transition = jnp.sum(huber(td, cfg.huber_delta) * mask, -1) / jnp.sum(mask, -1)
     aux_loss = jnp.mean((out_tm1.aux - aux_target_tm1) ** 2)
-    loss = jnp.mean(per_transition) + cfg.aux_weight * aux_loss
+    loss = jnp.mean(per_transition) + aux_weight * aux_loss
     info = LossInfo(loss=loss, td_abs=jnp.sum(jnp.abs(td) * mask) / jnp.sum(mask),
                     aux_loss=aux_loss, q_mean=jnp.mean(out_tm1.q_direction))
     return loss, info
@@ -113,18 +143,20 @@ def q_loss(out_tm1: QOut, out_t_online: QOut, out_t_target: QOut, a_dir_tm1: jax
 
 def update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, a_dir_tm1: jax.Array,
            a_mag_tm1: jax.Array, r_t: jax.Array, discount_t: jax.Array,
-           aux_target_tm1: jax.Array, cfg: AgentConfig) -> tuple[TrainState, LossInfo]:
+           aux_target_tm1: jax.Array, cfg: AgentConfig,
+           hp: HParams | None = None) -> tuple[TrainState, LossInfo]:
     """One gradient step on a batch, then the target EMA over the whole params tree."""
+    hp = HParams.from_config(cfg) if hp is None else hp
     out_t_target = apply_fn(state.target_params, obs_t)
     out_t_online = jax.lax.stop_gradient(apply_fn(state.params, obs_t))
 
     def loss_fn(params):
         out_tm1 = apply_fn(params, obs_tm1)
         return q_loss(out_tm1, out_t_online, out_t_target, a_dir_tm1, a_mag_tm1, r_t,
-                      discount_t, aux_target_tm1, cfg)
+                      discount_t, aux_target_tm1, cfg, hp.aux_weight)
 
     grads, info = jax.grad(loss_fn, has_aux=True)(state.params)
-    tx = make_optimizer(cfg)
+    tx = make_optimizer(cfg, hp.learning_rate)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     return TrainState(params=params, target_params=target_update(params, state.target_params,

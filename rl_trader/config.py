@@ -94,6 +94,8 @@ class AgentConfig:
     """Double-DQN learner: optimiser, targets, exploration, replay."""
 
     learning_rate: float = 3e-4
+    weight_decay: float = 0.0  # decoupled (AdamW), per update, relative to the learning rate
+    obs_noise: float = 0.0  # std of Gaussian noise on normalised market inputs when learning
     max_grad_norm: float = 10.0
     tau: float = 0.005  # weight on the online params in the target EMA
     gamma: float = 0.99
@@ -116,6 +118,8 @@ class AgentConfig:
                self.batch_size)
         _check(self.max_grad_norm > 0, "max_grad_norm", "> 0", self.max_grad_norm)
         _check(self.aux_weight >= 0, "aux_weight", ">= 0", self.aux_weight)
+        _check(0 <= self.weight_decay <= 1, "--weight-decay", "in [0, 1]", self.weight_decay)
+        _check(0 <= self.obs_noise <= 10, "--obs-noise", "in [0, 10]", self.obs_noise)
         _check(0 <= self.eps_end <= self.eps_start <= 1, "eps_start/eps_end",
                "0 <= eps_end <= eps_start <= 1", (self.eps_start, self.eps_end))
         _check(0 < self.eps_decay_fraction <= 1, "eps_decay_fraction", "in (0, 1]",

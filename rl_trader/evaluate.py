@@ -112,3 +112,17 @@ def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunCon
                "momentum_20": momentum_decide(20, data, cfg),
                "random": random_decide(data, cfg)}
     return {name: rollout(d, data, start, length, cfg, key) for name, d in decides.items()}
+
+
+def oracle_decide(signal: jax.Array, data: FoldData, cfg: RunConfig) -> Decide:
+    """Planted-signal oracle: full position in the sign of the known next-bar mean signal[t]."""
+    w_m, w_p = _no_weights(data, cfg)
+    return lambda key, state, port: (jnp.sign(signal[state.t]).astype(jnp.float32), w_m, w_p)
+
+
+@partial(jax.jit, static_argnums=(3, 4))
+def oracle_rollout(signal: jax.Array, data: FoldData, start: jax.Array, length: int,
+                   cfg: RunConfig) -> Rollout:
+    """The oracle's rollout over [start, start + length), same fills and costs as the agent."""
+    return rollout(oracle_decide(signal, data, cfg), data, start, length, cfg,
+                   jax.random.PRNGKey(0))

@@ -72,7 +72,7 @@ def add(replay: Replay, steps: Step) -> Replay:
 
 
 def sample(replay: Replay, key: jax.Array, batch_size: int, n_step: int,
-           gamma: float) -> NStep:
+           gamma: float | jax.Array) -> NStep:
     """Uniform n-step windows over fully written rows; requires size ≥ n_step."""
     capacity, n_envs = replay.data.bar.shape
     k_row, k_env = jax.random.split(key)

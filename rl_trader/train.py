@@ -25,6 +25,14 @@ from rl_trader.metrics import sharpe
 from rl_trader.networks import Obs, QNetwork
 
 
+def add_noise(key: jax.Array, obs: Obs, std: jax.Array) -> Obs:
+    """Gaussian noise of `std` on the market row and window (regularises against memorising
+    the train path); the portfolio group is left exact."""
+    k_m, k_w = jax.random.split(key)
+    return obs.replace(market=obs.market + std * jax.random.normal(k_m, obs.market.shape),
+                       window=obs.window + std * jax.random.normal(k_w, obs.window.shape))
+
+
 @struct.dataclass
 class Runner:
     """All state of one fold's training run."""
@@ -48,9 +56,9 @@ class EpochMetrics:
 
 class Trainer(NamedTuple):
     init: callable  # (key, fold) -> Runner
-    epoch: callable  # (runner, fold) -> (runner, EpochMetrics)
+    epoch: callable  # (runner, fold, hp=None) -> (runner, EpochMetrics)
     evaluate: callable  # (params, fold, start, length, key) -> Rollout
-    train: callable  # (key, fold) -> TrainResult
+    train: callable  # (key, fold, hp=None) -> TrainResult
     network: QNetwork
 
 
@@ -119,23 +127,27 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
         runner, _ = jax.lax.scan(random_step, runner, None, length=prefill)
         return runner.replace(env_steps=jnp.int32(0))
 
-    def learn(runner: Runner, fold: FoldData) -> tuple[Runner, agent.LossInfo]:
-        key, k_sample = jax.random.split(runner.key)
-        b = replay.sample(runner.replay, k_sample, acfg.batch_size, acfg.n_step, acfg.gamma)
-        obs_tm1 = batch_observe(fold, b.bar_tm1, b.portfolio_tm1, lookback)
+    def learn(runner: Runner, fold: FoldData, hp: agent.HParams) -> tuple[Runner, agent.LossInfo]:
+        key, k_sample, k_noise = jax.random.split(runner.key, 3)
+        b = replay.sample(runner.replay, k_sample, acfg.batch_size, acfg.n_step, hp.gamma)
+        obs_tm1 = add_noise(k_noise, batch_observe(fold, b.bar_tm1, b.portfolio_tm1, lookback),
+                            hp.obs_noise)
         obs_t = batch_observe(fold, b.bar_t, b.portfolio_t, lookback)
         learner, info = agent.update(runner.learner, net.apply, obs_tm1, obs_t, b.direction_tm1,
                                      b.magnitude_tm1, b.return_t, b.discount_t,
-                                     fold.aux_target[b.bar_tm1], acfg)
+                                     fold.aux_target[b.bar_tm1], acfg, hp)
         return runner.replace(learner=learner, key=key), info
 
-    def epoch(runner: Runner, fold: FoldData) -> tuple[Runner, EpochMetrics]:
+    def epoch(runner: Runner, fold: FoldData,
+              hp: agent.HParams | None = None) -> tuple[Runner, EpochMetrics]:
+        hp = agent.HParams.from_config(acfg) if hp is None else hp
+
         def one(r, _):
             epsilon = eps(r.env_steps)
             r, step = env_step(r, fold, epsilon)
 
             def upd(r2, _):
-                return learn(r2, fold)
+                return learn(r2, fold, hp)
 
             r, infos = jax.lax.scan(upd, r, None, length=tcfg.updates_per_step)
             info = jax.tree.map(lambda x: x.mean(), infos)
@@ -150,12 +162,12 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
                  key: jax.Array) -> Rollout:
         return rollout(greedy_decide(params, fold, cfg), fold, start, length, cfg, key)
 
-    def train(key: jax.Array, fold: FoldData) -> TrainResult:
+    def train(key: jax.Array, fold: FoldData, hp: agent.HParams | None = None) -> TrainResult:
         runner = init(key, fold)
 
         def one_epoch(carry, _):
             runner, best_params, best_sharpe, best_epoch, i = carry
-            runner, metrics = epoch(runner, fold)
+            runner, metrics = epoch(runner, fold, hp)
             val = evaluate(runner.learner.params, fold, fold.val[0], val_length, runner.key)
             s = sharpe(val.returns, periods_per_year)
             better = s > best_sharpe
