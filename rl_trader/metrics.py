@@ -1,7 +1,15 @@
 """Performance metrics — the single definition of each.
 
-Every function takes per-period simple returns (net of costs) and works on numpy arrays (float64,
-on the host) and on jax arrays (inside `jit`) alike.
+Inputs are 1-D per-period SIMPLE returns net of costs (r_t = equity_t / equity_{t-1} − 1), the
+position held over each bar (signed fraction of equity: −1 short, 0 flat, +1 long) and the traded
+notional per bar as a fraction of equity. `ppy` is the number of periods per year (252 for daily).
+
+`sharpe` works on numpy arrays (float64, on the host) and on jax arrays (inside `jit`) alike; the
+other metrics are host-side numpy float64 and return plain Python floats. They match
+empyrical-reloaded (`sharpe_ratio`, `sortino_ratio`, `max_drawdown`, `annual_return`,
+`annual_volatility`, `calmar_ratio`) wherever empyrical's answer is finite; where empyrical gives
+NaN or ±inf (too few returns, zero dispersion, no drawdown) these return 0.0, so that every value in
+`performance` is a finite, json-able float.
 """
 
 from __future__ import annotations
@@ -12,15 +20,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+PERFORMANCE_KEYS = ("sharpe", "sortino", "max_drawdown", "calmar", "cagr", "volatility",
+                    "turnover", "hit_rate", "exposure", "n_trades")
+
 
 def _xp(x):
     return jnp if isinstance(x, jax.Array) else np
 
 
+def _host(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64).reshape(-1)
+
+
 def sharpe(returns, periods_per_year: float):
     """Annualised Sharpe ratio: mean(r) / std(r, ddof=1) · √periods_per_year (0 risk-free).
 
-    Returns 0 when the standard deviation is 0 (e.g. a flat policy) or there are < 2 returns.
+    Reduces over the last axis. Returns 0 when the standard deviation is 0 (e.g. a flat policy,
+    or any constant series: max == min) or there are < 2 returns.
     """
     xp = _xp(returns)
     n = returns.shape[-1]
@@ -28,8 +44,125 @@ def sharpe(returns, periods_per_year: float):
         return xp.zeros(returns.shape[:-1])
     mean = returns.mean(-1)
     std = xp.sqrt(((returns - mean[..., None]) ** 2).sum(-1) / (n - 1))
-    safe = xp.where(std > 0, std, 1.0)
-    return xp.where(std > 0, mean / safe * math.sqrt(periods_per_year), 0.0)
+    ok = (std > 0) & (returns.max(-1) > returns.min(-1))  # constant ⇒ 0, not a 1e-18 residue
+    safe = xp.where(ok, std, 1.0)
+    return xp.where(ok, mean / safe * math.sqrt(periods_per_year), 0.0)
+
+
+def sortino(returns, ppy: float) -> float:
+    """Annualised Sortino ratio (required return 0): mean(r) / DD · √ppy.
+
+    DD = √(mean(min(r, 0)²)) over ALL periods (empyrical's `downside_risk`). 0.0 when DD is 0
+    (no losing period) or there are < 2 returns (empyrical: inf / NaN).
+    """
+    r = _host(returns)
+    if r.size < 2:
+        return 0.0
+    dd = math.sqrt(float(np.mean(np.minimum(r, 0.0) ** 2)))
+    return float(np.mean(r)) / dd * math.sqrt(ppy) if dd > 0 else 0.0
+
+
+def max_drawdown(returns) -> float:
+    """Maximum drawdown: min_t (E_t / max_{s≤t} E_s − 1) ≤ 0, fraction of the peak.
+
+    E is the compounded equity curve E_0 = 1, E_t = Π_{s≤t} (1 + r_s); the start E_0 counts as a
+    peak, so a first-bar loss is a drawdown. 0.0 for no returns (empyrical: NaN).
+    """
+    r = _host(returns)
+    if r.size == 0:
+        return 0.0
+    equity = np.concatenate([[1.0], np.cumprod(1.0 + r)])
+    peak = np.maximum.accumulate(equity)
+    return float(np.min(equity / peak - 1.0))
+
+
+def cagr(returns, ppy: float) -> float:
+    """Compound annual growth rate: E_n^(ppy / n) − 1, E_n = Π (1 + r_t) (empyrical `cagr`).
+
+    A fraction per year (0.1 = 10 %/yr). 0.0 for no returns; −1.0 when the equity is wiped out
+    (E_n ≤ 0); the growth exponent is capped at e^700 so the result stays finite.
+    """
+    r = _host(returns)
+    if r.size == 0:
+        return 0.0
+    final = float(np.prod(1.0 + r))
+    if final <= 0:
+        return -1.0
+    return math.expm1(min(math.log(final) * ppy / r.size, 700.0))
+
+
+def annual_volatility(returns, ppy: float) -> float:
+    """Annualised volatility: std(r, ddof=1) · √ppy (empyrical `annual_volatility`, alpha=2).
+
+    0.0 for < 2 returns (empyrical: NaN).
+    """
+    r = _host(returns)
+    return float(np.std(r, ddof=1)) * math.sqrt(ppy) if r.size >= 2 else 0.0
+
+
+def calmar(returns, ppy: float) -> float:
+    """Calmar ratio: cagr / |max_drawdown| (whole sample, not the usual trailing 36 months).
+
+    0.0 when there is no drawdown (max_drawdown == 0; empyrical: NaN).
+    """
+    mdd = max_drawdown(returns)
+    return cagr(returns, ppy) / abs(mdd) if mdd < 0 else 0.0
+
+
+def turnover(turnover_per_bar, ppy: float) -> float:
+    """Annualised turnover: mean_t(|traded notional_t| / equity_t) · ppy.
+
+    1.0 = the book is traded once a year; going flat→long→flat daily is ≈ 2 · 252 = 504.
+    0.0 for no bars.
+    """
+    t = _host(turnover_per_bar)
+    return float(np.mean(np.abs(t))) * ppy if t.size else 0.0
+
+
+def hit_rate(returns, position) -> float:
+    """Fraction of in-market bars (position ≠ 0) whose return is > 0; 0.0 if never in the market."""
+    r, p = _host(returns), _host(position)
+    if r.shape != p.shape:
+        raise ValueError(f"returns {r.shape} and position {p.shape} differ in length")
+    held = p != 0
+    return float(np.mean(r[held] > 0)) if held.any() else 0.0
+
+
+def exposure(position) -> float:
+    """Mean absolute position, mean_t |p_t| (1.0 = always fully invested); 0.0 for no bars."""
+    p = _host(position)
+    return float(np.mean(np.abs(p))) if p.size else 0.0
+
+
+def n_trades(position) -> int:
+    """Number of bars whose position differs from the previous bar's; the position before the
+    first bar is 0 (flat), so starting long counts as a trade and a reversal counts once."""
+    p = _host(position)
+    return int(np.count_nonzero(np.diff(p, prepend=0.0)))
+
+
+def performance(returns, position, turnover_per_bar, ppy: float) -> dict[str, float]:
+    """Every metric above in one dict with keys `PERFORMANCE_KEYS`, as plain finite floats.
+
+    sharpe, sortino, calmar, cagr, volatility and turnover are annualised with `ppy`;
+    max_drawdown is ≤ 0; hit_rate and exposure are fractions; n_trades is a count (as a float).
+    """
+    r = _host(returns)
+    if not np.all(np.isfinite(r)):
+        raise ValueError("returns contain NaN or inf")
+    out = {
+        "sharpe": float(sharpe(r, ppy)),
+        "sortino": sortino(r, ppy),
+        "max_drawdown": max_drawdown(r),
+        "calmar": calmar(r, ppy),
+        "cagr": cagr(r, ppy),
+        "volatility": annual_volatility(r, ppy),
+        "turnover": turnover(turnover_per_bar, ppy),
+        "hit_rate": hit_rate(r, position),
+        "exposure": exposure(position),
+        "n_trades": float(n_trades(position)),
+    }
+    return {k: out[k] for k in PERFORMANCE_KEYS}
 
 
 def geometric_mean_positive(values) -> float | None:

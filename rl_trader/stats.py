@@ -1,0 +1,234 @@
+"""Selection-bias statistics: PSR, DSR, MinTRL (Bailey & López de Prado) and PBO by CSCV.
+
+Units: every Sharpe ratio here is PER PERIOD (mean / std of per-period returns, NOT annualised)
+unless a name says otherwise; convert with `annualise_sharpe` / `deannualise_sharpe`. Kurtosis is
+the RAW (non-excess) fourth standardised moment γ4 (3 for a normal), skewness γ3 the third.
+
+References: Bailey & López de Prado, "The Sharpe Ratio Efficient Frontier", J. of Risk 15(2), 2012
+(PSR, MinTRL); "The Deflated Sharpe Ratio", J. Portfolio Management 40(5), 2014 (DSR, expected
+maximum Sharpe); Bailey, Borwein, López de Prado & Zhu, "The Probability of Backtest Overfitting",
+J. Computational Finance 20(4), 2017 (PBO, CSCV). Runtime needs numpy only (no scipy).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+EULER_GAMMA = 0.5772156649015329
+
+# Acklam's rational approximation to Φ⁻¹ (relative error < 1.2e-9 before refinement).
+_A = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02,
+      1.383577518672690e02, -3.066479806614716e01, 2.506628277459239e00)
+_B = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02,
+      6.680131188771972e01, -1.328068155288572e01)
+_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00,
+      -2.549732539343734e00, 4.374664141464968e00, 2.938163982698783e00)
+_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
+
+
+def _poly(coefs: tuple[float, ...], x: float) -> float:
+    acc = 0.0
+    for c in coefs:
+        acc = acc * x + c
+    return acc
+
+
+def norm_cdf(x: float) -> float:
+    """Standard normal CDF Φ(x) = ½·erfc(−x/√2) (accurate in both tails)."""
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+def norm_ppf(p: float) -> float:
+    """Standard normal quantile Φ⁻¹(p): Acklam's rational approximation plus one Halley step
+    (absolute error ~1e-15). −inf at p = 0, +inf at p = 1; ValueError outside [0, 1]."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"norm_ppf: p={p} is not in [0, 1]")
+    if p == 0.0 or p == 1.0:
+        return -math.inf if p == 0.0 else math.inf
+    if p > 0.5:
+        return -norm_ppf(1.0 - p)  # 1 − p is exact here; refine in the accurate lower tail
+    if p < 0.02425:
+        q = math.sqrt(-2.0 * math.log(p))
+        x = _poly(_C, q) / (_poly(_D, q) * q + 1.0)
+    else:
+        q = p - 0.5
+        r = q * q
+        x = _poly(_A, r) * q / (_poly(_B, r) * r + 1.0)
+    u = (norm_cdf(x) - p) * math.sqrt(2.0 * math.pi) * math.exp(0.5 * x * x)
+    return x - u / (1.0 + 0.5 * x * u)  # Halley
+
+
+def annualise_sharpe(sr_per_period: float, ppy: float) -> float:
+    """Annualised Sharpe = per-period Sharpe · √ppy (i.i.d. returns)."""
+    return sr_per_period * math.sqrt(ppy)
+
+
+def deannualise_sharpe(sr_annual: float, ppy: float) -> float:
+    """Per-period Sharpe = annualised Sharpe / √ppy (inverse of `annualise_sharpe`)."""
+    return sr_annual / math.sqrt(ppy)
+
+
+def moments(returns) -> tuple[float, float, float, int]:
+    """(sr, γ3, γ4, n) of per-period returns r_1..r_n.
+
+    sr = mean / std(ddof=1) per period (as `metrics.sharpe` with ppy = 1); γ3 = m3 / m2^1.5 and
+    γ4 = m4 / m2² from the biased (population) central moments m_k = mean((r − r̄)^k), as in the
+    papers (scipy: skew(bias=True), kurtosis(fisher=False, bias=True)). A constant series gives
+    (0, 0, 3, n), the normal's shape. ValueError for n < 2 or non-finite returns.
+    """
+    r = np.asarray(returns, dtype=np.float64).reshape(-1)
+    n = int(r.size)
+    if n < 2 or not np.all(np.isfinite(r)):
+        raise ValueError(f"moments need >= 2 finite returns, got {n}")
+    d = r - r.mean()
+    m2 = float(np.mean(d**2))
+    if m2 == 0.0 or r.max() == r.min():
+        return 0.0, 0.0, 3.0, n
+    sr = float(r.mean() / np.std(r, ddof=1))
+    return sr, float(np.mean(d**3)) / m2**1.5, float(np.mean(d**4)) / m2**2, n
+
+
+def _sr_variance_factor(sr: float, skew: float, kurtosis: float) -> float:
+    v = 1.0 - skew * sr + (kurtosis - 1.0) / 4.0 * sr * sr
+    if not v > 0:
+        raise ValueError(f"1 − γ3·SR + (γ4−1)/4·SR² = {v} ≤ 0: skew={skew}, kurtosis={kurtosis} "
+                         f"(raw, not excess) are inconsistent with sr={sr}")
+    return v
+
+
+def probabilistic_sharpe_ratio(sr: float, n: float, skew: float, kurtosis: float,
+                               sr_benchmark: float = 0.0) -> float:
+    """PSR(SR*) = Φ( (SR − SR*)·√(n − 1) / √(1 − γ3·SR + (γ4 − 1)/4·SR²) ).
+
+    The probability that the true Sharpe exceeds `sr_benchmark`, given an observed per-period
+    `sr` over `n` returns with skewness γ3 and RAW kurtosis γ4. ValueError for n ≤ 1.
+    """
+    if not n > 1:
+        raise ValueError(f"PSR needs n > 1 returns, got {n}")
+    v = _sr_variance_factor(sr, skew, kurtosis)
+    return norm_cdf((sr - sr_benchmark) * math.sqrt(n - 1.0) / math.sqrt(v))
+
+
+def expected_max_sharpe(n_trials: int, var_sharpe: float) -> float:
+    """E[max of N zero-skill Sharpes] ≈ √V·((1 − γ)·Φ⁻¹(1 − 1/N) + γ·Φ⁻¹(1 − 1/(N·e))).
+
+    γ = Euler–Mascheroni, V = variance of the trials' Sharpes. Same units as √V (per-period V gives
+    a per-period answer). 0.0 for N ≤ 1; ValueError for V < 0.
+    """
+    if var_sharpe < 0:
+        raise ValueError(f"var_sharpe={var_sharpe} < 0")
+    if n_trials <= 1:
+        return 0.0
+    z = ((1.0 - EULER_GAMMA) * norm_ppf(1.0 - 1.0 / n_trials)
+         + EULER_GAMMA * norm_ppf(1.0 - 1.0 / (n_trials * math.e)))
+    return math.sqrt(var_sharpe) * z
+
+
+@dataclass(frozen=True)
+class DeflatedSharpe:
+    """Result of `deflated_sharpe_ratio`: dsr = PSR(sr_benchmark); sr_benchmark = E[max] used
+    (per period); n_trials and var_trials (ddof=1 variance of the trial Sharpes; 0 if < 2)."""
+
+    dsr: float
+    sr_benchmark: float
+    n_trials: int
+    var_trials: float
+
+
+def deflated_sharpe_ratio(sr: float, n: float, skew: float, kurtosis: float,
+                          trial_sharpes) -> DeflatedSharpe:
+    """DSR = PSR(SR*) with SR* = expected_max_sharpe(N, var(trial_sharpes, ddof=1)).
+
+    `trial_sharpes` are the per-period Sharpes of EVERY trial tried (the selected one included);
+    N = len(trial_sharpes). With one trial SR* = 0 and DSR = PSR(0).
+    """
+    t = np.asarray(trial_sharpes, dtype=np.float64).reshape(-1)
+    if t.size == 0 or not np.all(np.isfinite(t)):
+        raise ValueError("trial_sharpes must be a non-empty list of finite numbers")
+    var = float(np.var(t, ddof=1)) if t.size > 1 else 0.0
+    sr_star = expected_max_sharpe(int(t.size), var)
+    dsr = probabilistic_sharpe_ratio(sr, n, skew, kurtosis, sr_star)
+    return DeflatedSharpe(dsr=dsr, sr_benchmark=sr_star, n_trials=int(t.size), var_trials=var)
+
+
+def min_track_record_length(sr: float, skew: float, kurtosis: float, sr_benchmark: float = 0.0,
+                            prob: float = 0.95) -> float:
+    """MinTRL = 1 + (1 − γ3·SR + (γ4 − 1)/4·SR²)·(Φ⁻¹(prob) / (SR − SR*))², in periods.
+
+    The number of returns needed for PSR(SR*) ≥ prob at the observed per-period `sr`; inf when
+    sr ≤ sr_benchmark.
+    """
+    if not 0.0 < prob < 1.0:
+        raise ValueError(f"prob={prob} is not in (0, 1)")
+    if sr <= sr_benchmark:
+        return math.inf
+    v = _sr_variance_factor(sr, skew, kurtosis)
+    return 1.0 + v * (norm_ppf(prob) / (sr - sr_benchmark)) ** 2
+
+
+def _subset_sharpes(mask, cnt, s1, s2, shift, gmin, gmax) -> np.ndarray:
+    """Per-period Sharpe (ddof=1) of each trial over the union of the groups in each mask row."""
+    mf = mask.astype(np.float64)
+    n = mf @ cnt  # [C]
+    mean_c = (mf @ s1) / n[:, None]  # mean of the shifted data, [C, N]
+    var = np.maximum((mf @ s2 - n[:, None] * mean_c**2) / (n[:, None] - 1), 0.0)
+    lo = np.where(mask[:, :, None], gmin[None], np.inf).min(1)
+    hi = np.where(mask[:, :, None], gmax[None], -np.inf).max(1)
+    ok = (var > 0) & (hi > lo)
+    return np.where(ok, (mean_c + shift) / np.sqrt(np.where(ok, var, 1.0)), 0.0)
+
+
+def pbo_cscv_detail(perf, n_splits: int = 16) -> tuple[float, np.ndarray]:
+    """(PBO, logits) by Combinatorially Symmetric Cross-Validation (Bailey et al. 2017).
+
+    `perf` is [T, N]: per-period returns of N trials over the same T periods. Rows are split into
+    S = n_splits contiguous groups (np.array_split: sizes differ by ≤ 1 when S ∤ T). For each of
+    the C(S, S/2) choices of S/2 groups as in-sample (the rest out-of-sample): n* = argmax of the
+    in-sample per-period Sharpes (first on ties), ω = rank of n* among the out-of-sample Sharpes
+    (1 = worst, ties get the average rank) / (N + 1), λ = ln(ω / (1 − ω)).
+    PBO = fraction of combinations with λ ≤ 0. Deterministic. Sharpe = mean / std(ddof=1), 0 for
+    a constant trial. ValueError for odd S, S < 2, T < S, N < 2 or non-finite values.
+    """
+    m = np.asarray(perf, dtype=np.float64)
+    if m.ndim != 2:
+        raise ValueError(f"perf must be a [T, N] matrix, got shape {m.shape}")
+    t, n_trials = m.shape
+    s = int(n_splits)
+    if s < 2 or s % 2:
+        raise ValueError(f"n_splits={n_splits} must be even and >= 2")
+    if t < s or n_trials < 2:
+        raise ValueError(f"perf {m.shape}: need T >= n_splits={s} periods and N >= 2 trials")
+    if not np.all(np.isfinite(m)):
+        raise ValueError("perf contains NaN or inf")
+    shift = m.mean(0)
+    groups = np.array_split(m - shift, s)
+    raw = np.array_split(m, s)
+    cnt = np.array([len(g) for g in groups], dtype=np.float64)
+    s1 = np.stack([g.sum(0) for g in groups])
+    s2 = np.stack([(g**2).sum(0) for g in groups])
+    gmin = np.stack([g.min(0) for g in raw])
+    gmax = np.stack([g.max(0) for g in raw])
+    combos = np.array(list(itertools.combinations(range(s), s // 2)))
+    masks = np.zeros((len(combos), s), dtype=bool)
+    masks[np.arange(len(combos))[:, None], combos] = True
+    logits = np.empty(len(combos))
+    chunk = max(1, (1 << 21) // (s * n_trials))
+    for a in range(0, len(combos), chunk):
+        mk = masks[a:a + chunk]
+        is_sr = _subset_sharpes(mk, cnt, s1, s2, shift, gmin, gmax)
+        oos_sr = _subset_sharpes(~mk, cnt, s1, s2, shift, gmin, gmax)
+        best = np.argmax(is_sr, axis=1)
+        o = oos_sr[np.arange(len(mk)), best][:, None]
+        rank = (oos_sr < o).sum(1) + ((oos_sr == o).sum(1) + 1) / 2.0
+        omega = rank / (n_trials + 1)
+        logits[a:a + chunk] = np.log(omega / (1.0 - omega))
+    return float(np.mean(logits <= 0)), logits
+
+
+def pbo_cscv(perf, n_splits: int = 16) -> float:
+    """Probability of Backtest Overfitting by CSCV; see `pbo_cscv_detail`."""
+    return pbo_cscv_detail(perf, n_splits)[0]
