@@ -32,7 +32,9 @@ TRAIN_ARGS := --folds $(FOLDS) --preset $(PRESET) \
 	$(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(SEED),--seed $(SEED)) \
 	$(if $(DATA),--data $(DATA)) $(if $(RUN_DIR),--run-dir $(RUN_DIR)) $(ARGS)
 
-.PHONY: venv train test lint clean
+FLOOR ?= 0.8
+
+.PHONY: venv train test lint clean convergence bench report chromium
 
 venv: $(SETUP)
 
@@ -45,8 +47,31 @@ $(VENV)/.installed: pyproject.toml
 train: $(SETUP)
 	$(PY) -m experiments.multi_fold $(TRAIN_ARGS)
 
-test: $(SETUP)
+test: $(SETUP) chromium
 	JAX_PLATFORMS=cpu $(PY) -m pytest $(PYTEST_ARGS)
+
+# Release gate: the agent must reach FLOOR x the oracle's test Sharpe in every fold of the
+# planted-signal market (default preset, 3 folds).
+convergence: $(SETUP)
+	$(PY) -m experiments.convergence --folds $(FOLDS) --floor $(FLOOR) \
+		$(if $(RUN_DIR),--run-dir $(RUN_DIR)) $(ARGS)
+
+bench: $(SETUP)
+	$(PY) -m experiments.benchmark $(ARGS)
+
+report: $(SETUP)
+	$(PY) -m experiments.report $(RUN_DIR)
+
+# Headless browser for tests/test_report.py (Debian's chromium); if it cannot be installed the
+# browser test skips itself with a message and the rest of the suite still runs.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium (headless browser for tests/test_report.py)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  { $$SUDO apt-get update -qq && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends chromium >/dev/null; } || \
+	  echo "chromium could not be installed: the browser test will be skipped"; }
 
 lint: $(SETUP)
 	$(PY) -m ruff check rl_trader experiments tests

@@ -31,6 +31,7 @@ OVERRIDES = {
     "--commission-bps": ("env", "commission_bps", float, "commission, bps of traded notional"),
     "--slippage-bps": ("env", "slippage_bps", float, "slippage, bps of traded notional"),
     "--envs": ("train", "n_envs", int, "parallel training envs"),
+    "--seeds": ("train", "seeds", int, "seeds per fold (and setting), trained together"),
     "--steps-per-epoch": ("train", "steps_per_epoch", int, "env steps per env per epoch"),
     "--lookback": ("features", "lookback", int, "look-back window in bars"),
 }
@@ -56,7 +57,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace an existing, non-empty --run-dir")
     for opt, (_, _, typ, text) in OVERRIDES.items():
         p.add_argument(opt, type=typ, default=None, help=text)
+    p.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
+                   help="sweep a hyper-parameter (learning_rate, gamma, aux_weight, obs_noise) "
+                        "over values, trained together; repeatable (grid). Selection per fold "
+                        "is on validation across epochs, seeds and settings")
     return p
+
+
+def parse_sweep(items: list[str]) -> tuple[tuple[str, tuple[float, ...]], ...]:
+    """`NAME=V1,V2` items → ((name, (v1, v2)), ...)."""
+    axes = []
+    for item in items:
+        name, _, values = item.partition("=")
+        try:
+            vals = tuple(float(v) for v in values.split(",") if v.strip())
+        except ValueError:
+            raise InputError(f"option --sweep {item!r}: expected NAME=V1,V2,...") from None
+        if not name.strip() or not vals:
+            raise InputError(f"option --sweep {item!r}: expected NAME=V1,V2,...")
+        axes.append((name.strip(), vals))
+    return tuple(axes)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -73,7 +93,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                                                                      n_folds=args.folds)
     data = dataclasses.replace(cfg.data, path=args.data)
     return dataclasses.replace(cfg, seed=args.seed, folds=folds, data=data,
-                               **sections).validate()
+                               sweep=parse_sweep(args.sweep), **sections).validate()
 
 
 def enable_compilation_cache() -> str | None:

@@ -86,11 +86,14 @@ class FoldCheckpoints:
             enable_async_checkpointing=False)
         self._mngr = ocp.CheckpointManager(self.directory, options=options)
 
-    def save(self, epoch: int, state: Any, val_sharpe: float) -> None:
-        """Save `state` (any pytree of arrays) as `epoch`; returns when it is on disk."""
+    def save(self, epoch: int, state: Any, val_sharpe: float, extra: dict | None = None) -> None:
+        """Save `state` (any pytree of arrays) as `epoch`; returns when it is on disk.
+
+        `extra` (json-able) is stored in this epoch's metadata beside the fixed metadata.
+        """
         v = float(val_sharpe)
-        meta = {**self._meta, "fingerprint": self._fingerprint, "epoch": int(epoch),
-                "val_sharpe": None if math.isnan(v) else v}
+        meta = {**self._meta, **(extra or {}), "fingerprint": self._fingerprint,
+                "epoch": int(epoch), "val_sharpe": None if math.isnan(v) else v}
         args = ocp.args.Composite(state=ocp.args.StandardSave(state),
                                   meta=ocp.args.JsonSave(meta))
         metrics = {"val_sharpe": -math.inf if math.isnan(v) else v}

@@ -139,6 +139,7 @@ class TrainConfig:
     steps_per_epoch: int = 1000  # env steps per env per epoch
     updates_per_step: int = 1  # gradient updates per parallel env step
     prefill_steps: int = 64  # random-policy env steps before the first update
+    seeds: int = 1  # population members per fold and setting
 
     def validate(self) -> None:
         _check(1 <= self.epochs <= 10_000, "--epochs", "an integer in [1, 10000]", self.epochs)
@@ -147,6 +148,7 @@ class TrainConfig:
         _check(self.steps_per_epoch >= 1, "--steps-per-epoch", ">= 1", self.steps_per_epoch)
         _check(self.updates_per_step >= 1, "updates_per_step", ">= 1", self.updates_per_step)
         _check(self.prefill_steps >= 1, "prefill_steps", ">= 1", self.prefill_steps)
+        _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,8 @@ class RunConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     seed: int = 0
+    # Hyper-parameter sweep: ((name, (v1, v2, ...)), ...) over HParams fields; () = none.
+    sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     def validate(self) -> RunConfig:
         for part in (self.features, self.folds, self.env, self.net, self.agent, self.train):

@@ -103,15 +103,21 @@ def random_decide(data: FoldData, cfg: RunConfig) -> Decide:
     return decide
 
 
+BASELINES = ("buy_and_hold", "flat", "momentum_20", "random")
+
+
 @partial(jax.jit, static_argnums=(2, 3))
 def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunConfig,
-                      key: jax.Array) -> dict[str, Rollout]:
-    """Buy-and-hold, flat, 20-bar momentum and one random policy over the same segment."""
-    decides = {"buy_and_hold": constant_decide(1.0, data, cfg),
-               "flat": constant_decide(0.0, data, cfg),
-               "momentum_20": momentum_decide(20, data, cfg),
-               "random": random_decide(data, cfg)}
-    return {name: rollout(d, data, start, length, cfg, key) for name, d in decides.items()}
+                      random_keys: jax.Array) -> dict[str, Rollout]:
+    """Buy-and-hold, flat, 20-bar momentum, and the random policy once per key (leaves of
+    `random` get a leading [R] axis), over the same segment with the same costs."""
+    fixed = {"buy_and_hold": constant_decide(1.0, data, cfg),
+             "flat": constant_decide(0.0, data, cfg),
+             "momentum_20": momentum_decide(20, data, cfg)}
+    out = {name: rollout(d, data, start, length, cfg, random_keys[0]) for name, d in fixed.items()}
+    out["random"] = jax.vmap(lambda k: rollout(random_decide(data, cfg), data, start, length,
+                                               cfg, k))(random_keys)
+    return out
 
 
 def oracle_decide(signal: jax.Array, data: FoldData, cfg: RunConfig) -> Decide:

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from rl_trader.agent import HParams
 from rl_trader.config import RunConfig
 from rl_trader.market import FoldData
+from rl_trader.train import Trainer
 
 SWEEPABLE = tuple(HParams.__dataclass_fields__)
 
@@ -66,3 +67,21 @@ def population_inputs(members: list[Member], folds: list[FoldData],
     hps = stack([HParams(**{k: jnp.float32(v) for k, v in settings[m.setting].items()})
                  for m in members])
     return keys, data, hps
+
+
+class Population:
+    """The trainer's functions vmapped over a leading population axis and jitted once.
+
+    `epoch` donates the runners (the replay and states are updated in place on the device).
+    """
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.init = jax.jit(jax.vmap(trainer.init))
+        self.epoch = jax.jit(jax.vmap(trainer.epoch), donate_argnums=0)
+        self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, None, 0)),
+                                static_argnums=3)
+
+
+def take(tree: object, i: int) -> object:
+    """Member `i` of a population pytree (leading axis)."""
+    return jax.tree.map(lambda x: x[i], tree)

@@ -46,6 +46,13 @@ def print_table(summary: dict, console: Console | None = None) -> None:
     console.print(
         "geometric mean of fold test Sharpes: "
         + (f"{geo:.3f}" if geo is not None else "undefined (not every fold is > 0)"))
+    head = summary.get("headline")
+    if head:
+        console.print(
+            f"stitched test Sharpe {_fmt(head['stitched_test_sharpe'])}: "
+            f"PSR {num(head['psr'], '.3f')}, DSR {num(head['dsr'], '.3f')} over "
+            f"{head['n_trials']} trials (zero-skill best "
+            f"≈ {num(head['expected_max_sharpe'], '.2f')}), PBO {num(head['pbo'], '.2f')}")
 
 
 # ---------------------------------------------------------------- HTML report

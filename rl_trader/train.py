@@ -1,5 +1,8 @@
 """The training run as pure functions: `make_train(config)` → `Trainer`.
 
+The functions are pure and un-jitted: `jit_single` jits them for one member,
+`population.Population` jits their `vmap` over many.
+
 `Trainer.init(key, fold)` creates **every** piece of per-fold state in one place (`Runner`): the
 learner, the parallel envs, the replay and the PRNG key; nothing survives from another fold.
 `Trainer.epoch(runner, fold)` is one jitted program: `lax.scan` over env steps, each doing a
@@ -184,5 +187,12 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
         return TrainResult(best_params=best, best_epoch=best_epoch, val_sharpe=val_sharpes,
                            metrics=metrics)
 
-    return Trainer(init=jax.jit(init), epoch=jax.jit(epoch, donate_argnums=0),
-                   evaluate=jax.jit(evaluate, static_argnums=3), train=train, network=net)
+    return Trainer(init=init, epoch=epoch, evaluate=evaluate, train=train, network=net)
+
+
+def jit_single(trainer: Trainer) -> Trainer:
+    """The trainer's functions jitted for one member (the population jits their vmaps)."""
+    return trainer._replace(init=jax.jit(trainer.init),
+                            epoch=jax.jit(trainer.epoch, donate_argnums=0),
+                            evaluate=jax.jit(trainer.evaluate, static_argnums=3),
+                            train=jax.jit(trainer.train))

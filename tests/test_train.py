@@ -12,7 +12,7 @@ from rl_trader.config import AgentConfig, FoldConfig, TrainConfig, preset
 from rl_trader.experiment import prepare
 from rl_trader.market import make_fold_data
 from rl_trader.metrics import sharpe
-from rl_trader.train import Runner, make_train
+from rl_trader.train import Runner, jit_single, make_train
 
 CFG = dataclasses.replace(
     preset("smoke"),
@@ -28,12 +28,12 @@ def setup():
     datas = [make_fold_data(prep.bars.open, prep.bars.close, prep.features, f, CFG.features.clip)
              for f in prep.folds]
     val_len = prep.folds[0].val[1] - prep.folds[0].val[0]
-    return prep, datas, make_train(CFG, prep.periods_per_year, val_len), val_len
+    return prep, datas, jit_single(make_train(CFG, prep.periods_per_year, val_len)), val_len
 
 
 @pytest.fixture(scope="module")
 def train_jit(setup):
-    return jax.jit(setup[2].train)
+    return setup[2].train
 
 
 def test_init_creates_every_field_fresh(setup):
@@ -58,8 +58,8 @@ def test_fold_two_starts_from_a_fresh_state(setup):
         runner, _ = trainer.epoch(runner, datas[0])
     second = trainer.init(jax.random.fold_in(key, 1), datas[1])
     val_len = prep.folds[0].val[1] - prep.folds[0].val[0]
-    fresh = make_train(CFG, prep.periods_per_year, val_len).init(jax.random.fold_in(key, 1),
-                                                                 datas[1])
+    fresh = jit_single(make_train(CFG, prep.periods_per_year, val_len)).init(
+        jax.random.fold_in(key, 1), datas[1])
     chex.assert_trees_all_equal(second, fresh)
 
 
@@ -100,7 +100,8 @@ def test_train_program_matches_the_host_loop(setup, train_jit):
 def test_train_vmaps_over_seeds_like_separate_runs(setup, train_jit):
     _, datas, trainer, _ = setup
     keys = jax.random.split(jax.random.PRNGKey(11), 2)
-    batched = jax.jit(jax.vmap(trainer.train, in_axes=(0, None)))(keys, datas[0])
+    raw = make_train(CFG, setup[0].periods_per_year, setup[3])
+    batched = jax.jit(jax.vmap(raw.train, in_axes=(0, None)))(keys, datas[0])
     single = train_jit(keys[1], datas[0])
     np.testing.assert_allclose(np.asarray(batched.val_sharpe[1]), np.asarray(single.val_sharpe),
                                rtol=1e-4, atol=1e-5)
