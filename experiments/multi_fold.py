@@ -32,6 +32,8 @@ OVERRIDES = {
     "--slippage-bps": ("env", "slippage_bps", float, "slippage, bps of traded notional"),
     "--envs": ("train", "n_envs", int, "parallel training envs"),
     "--seeds": ("train", "seeds", int, "seeds per fold (and setting), trained together"),
+    "--eval-params": ("train", "eval_params", str,
+                      "greedy policy from the online or the target (EMA) params"),
     "--steps-per-epoch": ("train", "steps_per_epoch", int, "env steps per env per epoch"),
     "--lookback": ("features", "lookback", int, "look-back window in bars"),
 }

@@ -3,9 +3,9 @@
     python -m experiments.sweep --data synthetic:ar1 --grid gamma=0.99,0.9 \
         --grid obs_noise=0,0.5 --seeds 2 [--preset default] [--epochs E] [--out sweep.json]
 
-Prints, per setting, the best-epoch validation Sharpe of every fold (mean over seeds) and their
-mean, and writes them as JSON. Test blocks are never evaluated here: choose on validation, then
-run the main job once with the chosen values.
+Prints, per setting, the validation Sharpe of every fold at the main job's selection (best over
+epochs and seeds) and their mean, and writes them as JSON. Test blocks are never evaluated here:
+choose on validation, then run the main job once with the chosen values.
 """
 
 from __future__ import annotations
@@ -53,15 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.prog = "python -m experiments.sweep"
     parser.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2",
                         help="hyper-parameter values to sweep (repeatable)")
-    parser.add_argument("--seeds", type=int, default=1, help="seeds per setting")
     parser.add_argument("--out", default=None, help="JSON output path")
     args = parser.parse_args(argv)
     try:
         enable_compilation_cache()
         cfg = config_from_args(args)
         axes = parse_grid(args.grid)
-        if not 1 <= args.seeds <= 4096:
-            raise InputError(f"option --seeds={args.seeds} is out of range: must be in [1, 4096]")
         from rl_trader.experiment import describe_device, prepare
         from rl_trader.market import make_fold_data
         from rl_trader.population import grid, members_of, population_inputs
@@ -69,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
         prep = prepare(cfg)
         settings = grid(cfg, axes)
-        seeds = list(range(args.seeds))
+        seeds = list(range(cfg.train.seeds))
         members = members_of(len(prep.folds), len(settings), seeds)
         folds = [make_fold_data(prep.bars.open, prep.bars.close, prep.features, f,
                                 cfg.features.clip) for f in prep.folds]
@@ -85,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    best = val.max(axis=1)
-    table = np.zeros((len(settings), len(prep.folds)))
-    for m, b in zip(members, best, strict=True):
-        table[m.setting, m.fold] += b / len(seeds)
+    best = val.max(axis=1)  # best epoch of each member
+    table = np.full((len(settings), len(prep.folds)), -np.inf)
+    for m, b in zip(members, best, strict=True):  # best over (epoch, seed): the job's selection
+        table[m.setting, m.fold] = max(table[m.setting, m.fold], b)
     rows = [{"setting": s, "val_sharpe_by_fold": [float(x) for x in table[i]],
              "mean_val_sharpe": float(table[i].mean())} for i, s in enumerate(settings)]
     for row in sorted(rows, key=lambda r: -r["mean_val_sharpe"]):

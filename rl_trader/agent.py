@@ -91,6 +91,11 @@ def target_update(params: chex.ArrayTree, target_params: chex.ArrayTree,
     return optax.incremental_update(params, target_params, tau)
 
 
+def policy_params(state: TrainState, which: str) -> chex.ArrayTree:
+    """The params the greedy policy is evaluated with: "online" or "target" (their EMA)."""
+    return state.target_params if which == "target" else state.params
+
+
 def huber(x: jax.Array, delta: float) -> jax.Array:
     """Huber loss: ½x² for |x| ≤ δ, δ(|x| − ½δ) beyond."""
     ax = jnp.abs(x)

@@ -140,6 +140,7 @@ class TrainConfig:
     updates_per_step: int = 1  # gradient updates per parallel env step
     prefill_steps: int = 64  # random-policy env steps before the first update
     seeds: int = 1  # population members per fold and setting
+    eval_params: str = "online"  # greedy evaluation with the "online" or the "target" (EMA) params
 
     def validate(self) -> None:
         _check(1 <= self.epochs <= 10_000, "--epochs", "an integer in [1, 10000]", self.epochs)
@@ -149,6 +150,8 @@ class TrainConfig:
         _check(self.updates_per_step >= 1, "updates_per_step", ">= 1", self.updates_per_step)
         _check(self.prefill_steps >= 1, "prefill_steps", ">= 1", self.prefill_steps)
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
+        _check(self.eval_params in ("online", "target"), "--eval-params", "online or target",
+               self.eval_params)
 
 
 @dataclass(frozen=True)

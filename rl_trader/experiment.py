@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from rl_trader import evaluate as ev
+from rl_trader.agent import policy_params
 from rl_trader.checkpoint import FoldCheckpoints, export_safetensors, fingerprint
 from rl_trader.config import RunConfig
 from rl_trader.data import SYNTHETIC_PREFIX, Bars, load
@@ -145,7 +146,8 @@ def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
     for epoch in range(cfg.train.epochs):
         t_epoch = time.time()
         runners, metrics = pop.epoch(runners, data, hps)
-        val = pop.evaluate(runners.learner.params, data, data.val[:, 0], val_len, eval_keys)
+        acting = policy_params(runners.learner, cfg.train.eval_params)
+        val = pop.evaluate(acting, data, data.val[:, 0], val_len, eval_keys)
         val_ret = np.asarray(val.returns, np.float64)  # [P, V]
         val_sh = [_sharpe(r, ppy) for r in val_ret]
         weights = np.asarray(val.market_weights).mean(1)  # [P, F]
@@ -192,11 +194,12 @@ def _score(prep: Prepared, run_dir: Path, pop: Population, runners,
     learners = [c.restore(template) for c in ckpts]
     best_meta = [c.metadata() for c in ckpts]
     for c, lrn, f in zip(ckpts, learners, folds, strict=True):
-        export_safetensors(lrn.params, run_dir / f"fold_{f.index}" / "best_params.safetensors")
+        export_safetensors(policy_params(lrn, cfg.train.eval_params),
+                           run_dir / f"fold_{f.index}" / "best_params.safetensors")
         c.close()
     data = stack(fold_data)
     keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 1), len(folds))
-    params = stack([lrn.params for lrn in learners])
+    params = stack([policy_params(lrn, cfg.train.eval_params) for lrn in learners])
     tests = pop.evaluate(params, data, data.test[:, 0], test_len, keys)
     random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
     entries, oracles, stitched = [], [], {name: [] for name in ("agent",) + ev.BASELINES}

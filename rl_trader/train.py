@@ -171,11 +171,12 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
         def one_epoch(carry, _):
             runner, best_params, best_sharpe, best_epoch, i = carry
             runner, metrics = epoch(runner, fold, hp)
-            val = evaluate(runner.learner.params, fold, fold.val[0], val_length, runner.key)
+            acting = agent.policy_params(runner.learner, tcfg.eval_params)
+            val = evaluate(acting, fold, fold.val[0], val_length, runner.key)
             s = sharpe(val.returns, periods_per_year)
             better = s > best_sharpe
             best_params = jax.tree.map(lambda a, b: jnp.where(better, a, b),
-                                       runner.learner.params, best_params)
+                                       acting, best_params)
             carry = (runner, best_params, jnp.where(better, s, best_sharpe),
                      jnp.where(better, i, best_epoch), i + 1)
             return carry, (s, metrics)
