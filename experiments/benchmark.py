@@ -113,7 +113,9 @@ def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
     try:  # XLA's cost analysis is best effort across backends and versions
         cost = compiled.cost_analysis()
         cost = cost[0] if isinstance(cost, list) else cost
-        flops = float(cost.get("flops", 0.0)) or None
+        # It counts a while loop's body once (seen on the H200: ~0.5 GFLOP "per epoch" for one
+        # member, the cost of one step), so scale by the epoch's scan trip count.
+        flops = float(cost.get("flops", 0.0)) * cfg.train.steps_per_epoch or None
     except Exception:
         flops = None
     runners, _ = jax.block_until_ready(compiled(runners, data, hps))

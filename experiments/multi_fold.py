@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from rl_trader.config import PRESETS, RunConfig, preset
+from rl_trader.config import PRESETS, RunConfig, config_from_dict, preset
 from rl_trader.errors import InputError
 
 # option → (config section, field, type, help)
@@ -57,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output directory (default runs/<time>-<preset>); never reused silently")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing, non-empty --run-dir")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the interrupted run in --run-dir from its last completed "
+                        "epoch, with its saved configuration (give no other options)")
+    p.add_argument("--debug-nans", action="store_true",
+                   help="turn on JAX's NaN checking (slow; stops at the first NaN produced)")
     for opt, (_, _, typ, text) in OVERRIDES.items():
         p.add_argument(opt, type=typ, default=None, help=text)
     p.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
@@ -111,28 +117,64 @@ def enable_compilation_cache() -> str | None:
     return path
 
 
+RESUME_KEEPS = {"run_dir", "resume", "debug_nans"}
+
+
+def resume_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunConfig:
+    """The saved configuration of the run to resume; refuses any other option given."""
+    defaults = vars(parser.parse_args([]))
+    given = sorted(k for k, v in vars(args).items() if k not in RESUME_KEEPS and v != defaults[k])
+    if given:
+        names = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise InputError(f"option --resume continues with the saved configuration: do not pass "
+                         f"{names}")
+    if not args.run_dir:
+        raise InputError("option --resume needs --run-dir (the run to continue)")
+    saved = Path(args.run_dir) / "config.json"
+    if not saved.is_file():
+        raise InputError(f"option --resume: '{args.run_dir}' holds no run (no config.json)")
+    if (Path(args.run_dir) / "summary.json").exists():
+        raise InputError(f"option --resume: the run in '{args.run_dir}' is already complete")
+    try:
+        return config_from_dict(json.loads(saved.read_text())).validate()
+    except json.JSONDecodeError as err:
+        raise InputError(f"option --resume: '{saved}' is not valid JSON ({err})") from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         enable_compilation_cache()
-        cfg = config_from_args(args)
-        from rl_trader.experiment import describe_device, prepare, run_experiment
+        cfg = resume_config(parser, args) if args.resume else config_from_args(args)
+        import jax
+
+        from rl_trader.devices import describe_device
+        from rl_trader.experiment import prepare, run_experiment
         from rl_trader.report import print_table
 
+        jax.config.update("jax_debug_nans", bool(args.debug_nans))
         prep = prepare(cfg)
         run_dir = Path(args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{args.preset}")
         print(f"rl_trader: {len(prep.bars)} bars from {prep.bars.source}; "
               f"{len(prep.folds)} folds; training on {describe_device()}; run dir {run_dir}",
               flush=True)
         t0 = time.time()
-        summary = run_experiment(prep, run_dir, overwrite=args.overwrite,
+        summary = run_experiment(prep, run_dir, overwrite=args.overwrite, resume=args.resume,
                                  log=lambda line: print(line, flush=True))
         print_table(summary)
         print(f"done in {time.time() - t0:.1f}s; summary: {run_dir / 'summary.json'}")
-        return 0
+        for line in summary["stopped"]:
+            print(f"error: {line}", file=sys.stderr)
+        return 1 if summary["stopped"] else 0
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # environment faults: permissions, disk full, ...
+        where = f" '{err.filename}'" if err.filename else ""
+        print(f"error: {err.strerror or err}{where} (environment fault; earlier runs are "
+              "untouched; an interrupted run continues with --resume)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         enable_compilation_cache()
         cfg = config_from_args(args)
         axes = parse_grid(args.grid)
-        from rl_trader.experiment import describe_device, prepare
+        from rl_trader.devices import describe_device
+        from rl_trader.experiment import prepare
         from rl_trader.market import make_fold_data
         from rl_trader.population import grid, members_of, population_inputs
         from rl_trader.train import make_train

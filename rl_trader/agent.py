@@ -65,6 +65,7 @@ class LossInfo:
     td_abs: jax.Array  # mean |δ| over active branches
     aux_loss: jax.Array
     q_mean: jax.Array
+    grad_norm: jax.Array = 0.0  # global norm of the gradient (set by `update`)
 
 
 def make_optimizer(cfg: AgentConfig,
@@ -161,6 +162,7 @@ def update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, a_dir_tm1: jax
                       discount_t, aux_target_tm1, cfg, hp.aux_weight)
 
     grads, info = jax.grad(loss_fn, has_aux=True)(state.params)
+    info = info.replace(grad_norm=optax.tree.norm(grads))
     tx = make_optimizer(cfg, hp.learning_rate)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)

@@ -125,7 +125,7 @@ class FoldCheckpoints:
         'fingerprint', 'epoch' and 'val_sharpe' (None for NaN)."""
         epoch = self._epoch(epoch)
         args = ocp.args.Composite(meta=ocp.args.JsonRestore())
-        return dict(self._mngr.restore(epoch, args=args)["meta"])
+        return dict(_restore(self._mngr, epoch, args, self.directory)["meta"])
 
     def restore(self, template: Any, epoch: int | None = None) -> Any:
         """Restore `epoch` (default: the best) into `template`'s structure, after checking the
@@ -137,7 +137,13 @@ class FoldCheckpoints:
                 f"checkpoint {self.directory} epoch {epoch} has fingerprint {stored}, this "
                 f"network has {self._fingerprint}: the architecture differs")
         args = ocp.args.Composite(state=ocp.args.StandardRestore(template))
-        return self._mngr.restore(epoch, args=args)["state"]
+        return _restore(self._mngr, epoch, args, self.directory)["state"]
+
+    def delete_after(self, epoch: int) -> None:
+        """Remove saved epochs > `epoch` (left by a run killed before its resume point)."""
+        for step in self._mngr.all_steps():
+            if step > epoch:
+                self._mngr.delete(step)
 
     def close(self) -> None:
         """Wait for pending work and release the manager."""
@@ -149,6 +155,53 @@ class FoldCheckpoints:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _restore(mngr: ocp.CheckpointManager, step: int, args: Any, directory: Path) -> Any:
+    """orbax restore; a damaged or partly written checkpoint becomes one clear InputError.
+
+    orbax writes a step into a temporary directory and renames it when complete, so a save cut
+    short is never listed; a listed step that fails to read has been damaged afterwards.
+    """
+    try:
+        return mngr.restore(step, args=args)
+    except InputError:
+        raise
+    except Exception as err:  # orbax/tensorstore raise many types for unreadable data
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(f"checkpoint {directory} epoch {step} is corrupt or incomplete and "
+                         f"was not loaded: {first[:200]}") from None
+
+
+class ResumeState:
+    """The latest complete epoch of a whole run — every member's state (learner, envs, replay,
+    PRNG key) plus the host's records — for `--resume`. Only the latest epoch is kept."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory).expanduser().resolve()
+        options = ocp.CheckpointManagerOptions(max_to_keep=1, create=True,
+                                               enable_async_checkpointing=False)
+        self._mngr = ocp.CheckpointManager(self.directory, options=options)
+
+    def save(self, epoch: int, state: Any, meta: dict) -> None:
+        args = ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                  meta=ocp.args.JsonSave(meta))
+        self._mngr.save(int(epoch), args=args, force=True)
+        self._mngr.wait_until_finished()
+
+    def latest_epoch(self) -> int | None:
+        return self._mngr.latest_step()
+
+    def restore(self, template: Any) -> tuple[Any, dict]:
+        epoch = self.latest_epoch()
+        args = ocp.args.Composite(state=ocp.args.StandardRestore(template),
+                                  meta=ocp.args.JsonRestore())
+        out = _restore(self._mngr, epoch, args, self.directory)
+        return out["state"], dict(out["meta"])
+
+    def close(self) -> None:
+        self._mngr.wait_until_finished()
+        self._mngr.close()
 
 
 def export_safetensors(params: Any, path: str | Path,

@@ -195,3 +195,16 @@ def preset(name: str) -> RunConfig:
 
 
 PRESETS = ("smoke", "default")
+
+
+def config_from_dict(d: dict) -> RunConfig:
+    """Inverse of `RunConfig.to_dict` (e.g. a run's saved config.json); tuples restored."""
+    sections = {"data": DataConfig, "features": FeatureConfig, "folds": FoldConfig,
+                "env": EnvConfig, "net": NetConfig, "agent": AgentConfig, "train": TrainConfig}
+    try:
+        kw = {name: cls(**d[name]) for name, cls in sections.items()}
+        kw["env"] = dataclasses.replace(kw["env"], magnitudes=tuple(kw["env"].magnitudes))
+        sweep = tuple((str(n), tuple(float(x) for x in v)) for n, v in d.get("sweep", ()))
+        return RunConfig(seed=int(d["seed"]), sweep=sweep, **kw)
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"saved configuration is not valid: {err}") from None

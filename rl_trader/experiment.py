@@ -10,41 +10,43 @@ best epoch and the latest). At the end each fold's best checkpoint is restored a
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from rl_trader import evaluate as ev
 from rl_trader.agent import policy_params
-from rl_trader.checkpoint import FoldCheckpoints, export_safetensors, fingerprint
+from rl_trader.checkpoint import (
+    FoldCheckpoints,
+    ResumeState,
+    fingerprint,
+)
 from rl_trader.config import RunConfig
 from rl_trader.data import SYNTHETIC_PREFIX, Bars, load
-from rl_trader.env import PORTFOLIO_NAMES
+from rl_trader.devices import describe_device
 from rl_trader.errors import InputError
 from rl_trader.features import MarketFeatures, compute_features
 from rl_trader.folds import Fold, format_folds, make_folds
 from rl_trader.market import make_fold_data
-from rl_trader.metrics import performance, sharpe
 from rl_trader.population import (
     Population,
     grid,
     members_of,
     population_inputs,
-    stack,
     take,
 )
-from rl_trader.selection import headline
+from rl_trader.scoring import score_folds, sharpe_of
 from rl_trader.tensorboard import ScalarWriter
-from rl_trader.train import make_train
-
-N_RANDOM_SEEDS = 16  # random-policy baseline: mean and spread over this many seeds
+from rl_trader.train import EpochMetrics, make_train
 
 
 @dataclass(frozen=True)
@@ -99,28 +101,70 @@ def write_json(path: Path, obj: dict) -> None:
     os.replace(tmp, path)
 
 
-def _sharpe(returns, ppy: float) -> float:
-    return float(sharpe(np.asarray(returns, np.float64), ppy))
+class RunLock:
+    """An exclusive lock file in the run directory: two runs never write into one directory."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / ".lock"
+
+    def __enter__(self) -> RunLock:
+        self._fh = open(self.path, "a+")  # noqa: SIM115 (held for the run's lifetime)
+        try:
+            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._fh.seek(0)
+            owner = self._fh.read().strip() or "another process"
+            self._fh.close()
+            raise InputError(f"run directory '{self.path.parent}' is in use by {owner}") from None
+        self._fh.seek(0)
+        self._fh.truncate()
+        self._fh.write(f"pid {os.getpid()}")
+        self._fh.flush()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fh, fcntl.LOCK_UN)
+        self._fh.close()
 
 
-def _perf(r: ev.Rollout, ppy: float) -> dict[str, float]:
-    return performance(np.asarray(r.returns, np.float64), np.asarray(r.position, np.float64),
-                       np.asarray(r.turnover, np.float64), ppy)
+@jax.jit
+def _finite(runners, metrics) -> jax.Array:
+    """[P, 3] flags: loss, gradient norm and every parameter finite, per member."""
+    params_ok = jax.vmap(lambda p: jnp.all(jnp.stack(
+        [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(p)])))(runners.learner.params)
+    return jnp.stack([jnp.isfinite(metrics.loss), jnp.isfinite(metrics.grad_norm), params_ok], 1)
 
 
-def describe_device() -> str:
-    """e.g. 'gpu: NVIDIA H200 (1 device)' or 'cpu: cpu (1 device)'."""
-    devs = jax.devices()
-    return f"{devs[0].platform}: {devs[0].device_kind} ({len(devs)} device{'s' * (len(devs) > 1)})"
+FINITE_WHAT = ("loss", "gradient", "parameters")
+
+
+def fault_point(name: str) -> None:
+    """Fault injection for the kill-and-resume tests: SIGKILL this process at point `name`
+    when RL_TRADER_KILL_AT equals it (e.g. 'epoch:1', 'saving:1', 'saved:0', 'scoring')."""
+    if os.environ.get("RL_TRADER_KILL_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
-                   log: Callable[[str], None] = print) -> dict:
-    """Train the population, score each fold once on test, write the outputs; return summary."""
+                   resume: bool = False, log: Callable[[str], None] = print) -> dict:
+    """Train the population, score each fold once on test, write the outputs; return summary.
+
+    With `resume`, continue from the last completed epoch saved in `run_dir/resume/` (state of
+    every member, replay and PRNG keys included), so the result equals an uninterrupted run's.
+    """
+    cfg, folds = prep.cfg, prep.folds
+    if not resume:
+        open_run_dir(run_dir, overwrite)
+    with RunLock(run_dir):
+        if not resume:
+            write_json(run_dir / "config.json", cfg.to_dict())
+            write_json(run_dir / "folds.json", {"folds": [f.to_dict() for f in folds]})
+        return _run_locked(prep, run_dir, resume, log)
+
+
+def _run_locked(prep: Prepared, run_dir: Path, resume: bool,
+                log: Callable[[str], None]) -> dict:
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
-    open_run_dir(run_dir, overwrite)
-    write_json(run_dir / "config.json", cfg.to_dict())
-    write_json(run_dir / "folds.json", {"folds": [f.to_dict() for f in folds]})
     log(format_folds(folds, prep.bars.dates))
     t_start = time.time()
     settings = grid(cfg, {k: list(v) for k, v in cfg.sweep})
@@ -129,150 +173,108 @@ def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
                                 cfg.features.clip) for f in folds]
     keys, data, hps = population_inputs(members, fold_data, settings, cfg.seed)
     val_len = folds[0].val[1] - folds[0].val[0]
-    trainer = make_train(cfg, ppy, val_len)
-    pop = Population(trainer)
-    runners = pop.init(keys, data)
-    fp = fingerprint(take(runners.learner.params, 0), cfg.net, len(cfg.env.magnitudes))
+    pop = Population(make_train(cfg, ppy, val_len))
+    n_epochs, n_members = cfg.train.epochs, len(members)
+    state = {"runners": pop.init(keys, data),
+             "val_returns": np.zeros((n_epochs, n_members, val_len)),
+             "metrics": {name: np.zeros((n_epochs, n_members))
+                         for name in EpochMetrics.__dataclass_fields__}}
+    meta = {"epochs_done": 0, "stopped": {}, "epoch_seconds": []}
+    fp = fingerprint(take(state["runners"].learner.params, 0), cfg.net, len(cfg.env.magnitudes))
     ckpts = [FoldCheckpoints(run_dir / f"fold_{f.index}" / "checkpoints", fp,
                              {"config": cfg.to_dict(), "fold": f.to_dict(),
                               "data_sha256": prep.bars.sha256}) for f in folds]
+    saved = ResumeState(run_dir / "resume")
+    if resume and saved.latest_epoch() is not None:
+        state, meta = saved.restore(state)
+        state = {**state, "val_returns": np.array(state["val_returns"]),
+                 "metrics": {k: np.array(state["metrics"][k])  # field order, not sorted
+                             for k in EpochMetrics.__dataclass_fields__}}
+        log(f"resuming after epoch {meta['epochs_done']} of {n_epochs}")
+    for c in ckpts:  # epochs saved by a run killed after its last resume point
+        c.delete_after(meta["epochs_done"] - 1)
     writers = [ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}") for f in folds]
     by_fold = [[i for i, m in enumerate(members) if m.fold == f.index] for f in folds]
-    eval_keys = jax.random.split(jax.random.PRNGKey(cfg.seed), len(members))
-    trials: list[dict] = []
-    val_matrix: list[list[np.ndarray]] = [[] for _ in folds]
-    history: list[list[dict]] = [[] for _ in folds]
-    epoch_seconds = []
-    for epoch in range(cfg.train.epochs):
+    eval_keys = jax.random.split(jax.random.PRNGKey(cfg.seed), n_members)
+    for epoch in range(meta["epochs_done"], n_epochs):
         t_epoch = time.time()
-        runners, metrics = pop.epoch(runners, data, hps)
-        acting = policy_params(runners.learner, cfg.train.eval_params)
-        val = pop.evaluate(acting, data, data.val[:, 0], val_len, eval_keys)
-        val_ret = np.asarray(val.returns, np.float64)  # [P, V]
-        val_sh = [_sharpe(r, ppy) for r in val_ret]
+        runners, metrics = pop.epoch(state["runners"], data, hps)
+        state["runners"] = runners
+        fault_point(f"epoch:{epoch}")
+        finite = np.asarray(_finite(runners, metrics))
+        val = pop.evaluate(policy_params(runners.learner, cfg.train.eval_params), data,
+                           data.val[:, 0], val_len, eval_keys)
+        state["val_returns"][epoch] = np.asarray(val.returns, np.float64)
+        for name, v in vars(metrics).items():
+            state["metrics"][name][epoch] = np.asarray(v)
+        val_sh = [sharpe_of(r, ppy) for r in state["val_returns"][epoch]]
         weights = np.asarray(val.market_weights).mean(1)  # [P, F]
-        metrics = {k: np.asarray(v) for k, v in vars(metrics).items()}  # each [P]
-        epoch_seconds.append(time.time() - t_epoch)
+        meta["epoch_seconds"].append(time.time() - t_epoch)
         for k, idx in enumerate(by_fold):
+            if str(k) in meta["stopped"]:
+                continue
+            bad = [(i, w) for i in idx for w, ok in zip(FINITE_WHAT, finite[i], strict=True)
+                   if not ok]
+            if bad:
+                i, what = bad[0]
+                meta["stopped"][str(k)] = (f"fold {k} stopped at epoch {epoch}: non-finite "
+                                           f"{what} (seed {members[i].seed})")
+                log(meta["stopped"][str(k)] + "; its last good checkpoint is kept")
+                continue
             best = max(idx, key=lambda i: val_sh[i])
             m = members[best]
             ckpts[k].save(epoch, take(runners.learner, best), val_sh[best],
                           {"seed": m.seed, "setting": settings[m.setting]})
-            trials += [{"fold": k, "epoch": epoch, "seed": members[i].seed,
-                        "setting": members[i].setting, "val_sharpe": val_sh[i]} for i in idx]
-            val_matrix[k].append(val_ret[idx])
-            mean = {name: float(v[idx].mean()) for name, v in metrics.items()}
-            history[k].append({"epoch": epoch, "val_sharpe": val_sh[best], "seed": m.seed,
-                               "setting": m.setting, **mean})
+            fault_point(f"saving:{epoch}")
+            mean = {name: float(v[epoch, idx].mean()) for name, v in state["metrics"].items()}
             writers[k].scalars(epoch, {**mean, "val_sharpe": val_sh[best], **{
                 f"vsn/{n}": float(x)
                 for n, x in zip(prep.features.names, weights[best], strict=True)}})
-            log(f"fold {k} epoch {epoch + 1}/{cfg.train.epochs}  loss {mean['loss']:.4f}"
+            log(f"fold {k} epoch {epoch + 1}/{n_epochs}  loss {mean['loss']:.4f}"
                 f"  td {mean['td_abs']:.3f}  aux {mean['aux_loss']:.3f}"
                 f"  ε {mean['epsilon']:.3f}  val Sharpe {val_sh[best]:+.3f}"
                 f"  {time.time() - t_start:6.1f}s")
+        meta["epochs_done"] = epoch + 1
+        saved.save(epoch, state, meta)
+        fault_point(f"saved:{epoch}")
+    saved.close()
+    fault_point("scoring")
     for w in writers:
         w.close()
-    summary = _score(prep, run_dir, pop, runners, ckpts, fold_data, history, trials, val_matrix)
+    records = _records(state, meta, members, by_fold, ppy)
+    summary = score_folds(prep, run_dir, pop, state["runners"], ckpts, fold_data, *records)
     summary["fingerprint"] = fp
+    summary["stopped"] = [meta["stopped"][k] for k in sorted(meta["stopped"], key=int)]
     write_json(run_dir / "summary.json", summary)
     write_json(run_dir / "timings.json", {
-        "seconds_total": time.time() - t_start, "seconds_per_epoch": epoch_seconds,
-        "members": len(members), "device": describe_device()})
+        "seconds_total": time.time() - t_start, "seconds_per_epoch": meta["epoch_seconds"],
+        "members": n_members, "device": describe_device()})
     from rl_trader.report import write_report
 
     write_report(run_dir)
+    shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
     return summary
 
 
-def _score(prep: Prepared, run_dir: Path, pop: Population, runners,
-           ckpts: list[FoldCheckpoints], fold_data, history, trials, val_matrix) -> dict:
-    """Restore each fold's best checkpoint, score it once on test beside the baselines."""
-    cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
-    test_len = folds[0].test[1] - folds[0].test[0]
-    template = take(runners.learner, 0)
-    learners = [c.restore(template) for c in ckpts]
-    best_meta = [c.metadata() for c in ckpts]
-    for c, lrn, f in zip(ckpts, learners, folds, strict=True):
-        export_safetensors(policy_params(lrn, cfg.train.eval_params),
-                           run_dir / f"fold_{f.index}" / "best_params.safetensors")
-        c.close()
-    data = stack(fold_data)
-    keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 1), len(folds))
-    params = stack([policy_params(lrn, cfg.train.eval_params) for lrn in learners])
-    tests = pop.evaluate(params, data, data.test[:, 0], test_len, keys)
-    random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
-    entries, oracles, stitched = [], [], {name: [] for name in ("agent",) + ev.BASELINES}
-    for k, f in enumerate(folds):
-        agent = take(tests, k)
-        base = ev.baseline_rollouts(fold_data[k], fold_data[k].test[0], test_len, cfg,
-                                    random_keys)
-        rand = base.pop("random")
-        first_random = take(rand, 0)
-        policies = {"agent": agent, **base, "random": first_random}
-        metrics = {name: _perf(r, ppy) for name, r in policies.items() if name != "random"}
-        per_seed = [_perf(take(rand, i), ppy) for i in range(N_RANDOM_SEEDS)]
-        metrics["random"] = {key: float(np.mean([p[key] for p in per_seed]))
-                             for key in per_seed[0]}
-        rand_sharpes = [p["sharpe"] for p in per_seed]
-        returns = {name: np.asarray(r.returns, np.float64) for name, r in policies.items()}
-        for name, r in policies.items():
-            stitched[name].append(r)
-        rel = Path(f"fold_{f.index}") / "test_returns.npz"
-        np.savez(run_dir / rel, bars=np.arange(*f.test), agent_position=np.asarray(
-            agent.position, np.float64), dates=prep.bars.dates[f.test[0]:f.test[1]].astype(
-            "datetime64[ns]").astype(np.int64), **returns)
-        entry = {
-            "fold": f.index,
-            "best_epoch": ckpts[k].best_epoch(),
-            "best_seed": best_meta[k]["seed"],
-            "best_setting": best_meta[k]["setting"],
-            "val_sharpe": best_meta[k]["val_sharpe"],
-            "test_sharpe": metrics["agent"]["sharpe"],
-            "buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],
-            "checkpoint_dir": str(Path(f"fold_{f.index}") / "checkpoints"),
-            "test_start": f.test[0],
-            "test_end": f.test[1],
-            "market_vsn_weights": _named(prep.features.names, agent.market_weights),
-            "portfolio_vsn_weights": _named(PORTFOLIO_NAMES, agent.portfolio_weights),
-            "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in ev.BASELINES},
-            "random_test_sharpe_mean": float(np.mean(rand_sharpes)),
-            "random_test_sharpe_std": float(np.std(rand_sharpes, ddof=1)),
-            "metrics": metrics,
-            "epochs": history[k],
-            "returns_file": str(rel),
-        }
-        if prep.signal is not None:
-            oracle = ev.oracle_rollout(jax.numpy.asarray(prep.signal, jax.numpy.float32),
-                                       fold_data[k], fold_data[k].test[0], test_len, cfg)
-            entry["oracle_test_sharpe"] = _sharpe(oracle.returns, ppy)
-            oracles.append(np.asarray(oracle.returns, np.float64))
-        entries.append(entry)
-    cat = {name: jax.tree.map(lambda *xs: np.concatenate(xs), *rs)
-           for name, rs in stitched.items()}
-    head = headline(np.asarray(cat["agent"].returns, np.float64), trials, val_matrix, ppy,
-                    [e["test_sharpe"] for e in entries])
-    oracle = {"stitched_oracle_test_sharpe": _sharpe(np.concatenate(oracles), ppy)
-              } if oracles else {}
-    return {
-        "folds": entries,
-        "stitched_test_sharpe": head["stitched_test_sharpe"],
-        "stitched_buy_and_hold_test_sharpe": _sharpe(cat["buy_and_hold"].returns, ppy),
-        "geo_mean_test_sharpe": head["geo_mean_test_sharpe"],
-        "stitched": {name: _perf(r, ppy) for name, r in cat.items()},
-        "headline": head,
-        "trials": trials,
-        "config": cfg.to_dict(),
-        "data_sha256": prep.bars.sha256,
-        "data_source": prep.bars.source,
-        "n_bars": len(prep.bars),
-        "periods_per_year": ppy,
-        "feature_names": list(prep.features.names),
-        "device": describe_device(),
-        **oracle,
-    }
-
-
-def _named(names, weights) -> dict[str, float]:
-    mean = np.asarray(weights, np.float64).mean(0)
-    return {n: float(x) for n, x in zip(names, mean, strict=True)}
+def _records(state: dict, meta: dict, members, by_fold, ppy: float) -> tuple:
+    """Per-fold epoch history, every trial, and the validation trial matrices, derived from
+    the saved per-epoch arrays (so a resumed run derives exactly what an uninterrupted one
+    would). Epochs from a fold's stop onwards are not trials."""
+    history = [[] for _ in by_fold]
+    trials: list[dict] = []
+    val_matrix = [[] for _ in by_fold]
+    for k, idx in enumerate(by_fold):
+        stop = meta["stopped"].get(str(k))
+        last = int(stop.split("epoch ")[1].split(":")[0]) if stop else meta["epochs_done"]
+        for epoch in range(last):
+            val = state["val_returns"][epoch]
+            val_sh = {i: sharpe_of(val[i], ppy) for i in idx}
+            best = max(idx, key=lambda i: val_sh[i])
+            trials += [{"fold": k, "epoch": epoch, "seed": members[i].seed,
+                        "setting": members[i].setting, "val_sharpe": val_sh[i]} for i in idx]
+            val_matrix[k].append(val[idx])
+            mean = {name: float(v[epoch, idx].mean()) for name, v in state["metrics"].items()}
+            history[k].append({"epoch": epoch, "val_sharpe": val_sh[best],
+                               "seed": members[best].seed, "setting": members[best].setting,
+                               **mean})
+    return history, trials, val_matrix

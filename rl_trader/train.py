@@ -53,6 +53,7 @@ class EpochMetrics:
     td_abs: jax.Array
     aux_loss: jax.Array
     q_mean: jax.Array
+    grad_norm: jax.Array
     epsilon: jax.Array
     reward: jax.Array  # mean scaled reward of the behaviour policy
 
@@ -155,7 +156,8 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
             r, infos = jax.lax.scan(upd, r, None, length=tcfg.updates_per_step)
             info = jax.tree.map(lambda x: x.mean(), infos)
             return r, EpochMetrics(loss=info.loss, td_abs=info.td_abs, aux_loss=info.aux_loss,
-                                   q_mean=info.q_mean, epsilon=epsilon,
+                                   q_mean=info.q_mean, grad_norm=info.grad_norm,
+                                   epsilon=epsilon,
                                    reward=step.reward.mean())
 
         runner, metrics = jax.lax.scan(one, runner, None, length=tcfg.steps_per_epoch)

@@ -1,0 +1,140 @@
+"""Scoring a finished run: each fold's best checkpoint once on test, beside the baselines.
+
+A fold stopped before its first checkpoint (non-finite training) has no test figures; the
+stitched record and the headline then cover the folds that were scored, and say so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import jax
+import numpy as np
+
+from rl_trader import evaluate as ev
+from rl_trader.agent import policy_params
+from rl_trader.checkpoint import FoldCheckpoints, export_safetensors
+from rl_trader.devices import describe_device
+from rl_trader.env import PORTFOLIO_NAMES
+from rl_trader.market import FoldData
+from rl_trader.metrics import performance, sharpe
+from rl_trader.population import Population, stack, take
+from rl_trader.selection import headline
+
+if TYPE_CHECKING:
+    from rl_trader.experiment import Prepared
+
+N_RANDOM_SEEDS = 16  # random-policy baseline: mean and spread over this many seeds
+
+
+def sharpe_of(returns, ppy: float) -> float:
+    return float(sharpe(np.asarray(returns, np.float64), ppy))
+
+
+def perf_of(r: ev.Rollout, ppy: float) -> dict[str, float]:
+    return performance(np.asarray(r.returns, np.float64), np.asarray(r.position, np.float64),
+                       np.asarray(r.turnover, np.float64), ppy)
+
+
+def _named(names, weights) -> dict[str, float]:
+    mean = np.asarray(weights, np.float64).mean(0)
+    return {n: float(x) for n, x in zip(names, mean, strict=True)}
+
+
+def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: FoldData,
+                ckpt: FoldCheckpoints, history: list[dict], random_keys: jax.Array,
+                stitched: dict[str, list]) -> dict:
+    cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
+    test_len = f.test[1] - f.test[0]
+    base = ev.baseline_rollouts(data, data.test[0], test_len, cfg, random_keys)
+    rand = base.pop("random")
+    policies = {"agent": agent, **base, "random": take(rand, 0)}
+    metrics = {name: perf_of(r, ppy) for name, r in policies.items() if name != "random"}
+    per_seed = [perf_of(take(rand, i), ppy) for i in range(N_RANDOM_SEEDS)]
+    metrics["random"] = {key: float(np.mean([p[key] for p in per_seed])) for key in per_seed[0]}
+    rand_sharpes = [p["sharpe"] for p in per_seed]
+    for name, r in policies.items():
+        stitched[name].append(r)
+    rel = Path(f"fold_{f.index}") / "test_returns.npz"
+    np.savez(run_dir / rel, bars=np.arange(*f.test),
+             agent_position=np.asarray(agent.position, np.float64),
+             dates=prep.bars.dates[f.test[0]:f.test[1]].astype("datetime64[ns]").astype(np.int64),
+             **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
+    meta = ckpt.metadata()
+    entry = {
+        "fold": f.index,
+        "best_epoch": ckpt.best_epoch(),
+        "best_seed": meta["seed"],
+        "best_setting": meta["setting"],
+        "val_sharpe": meta["val_sharpe"],
+        "test_sharpe": metrics["agent"]["sharpe"],
+        "buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],
+        "checkpoint_dir": str(Path(f"fold_{f.index}") / "checkpoints"),
+        "test_start": f.test[0],
+        "test_end": f.test[1],
+        "market_vsn_weights": _named(prep.features.names, agent.market_weights),
+        "portfolio_vsn_weights": _named(PORTFOLIO_NAMES, agent.portfolio_weights),
+        "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in ev.BASELINES},
+        "random_test_sharpe_mean": float(np.mean(rand_sharpes)),
+        "random_test_sharpe_std": float(np.std(rand_sharpes, ddof=1)),
+        "metrics": metrics,
+        "epochs": history,
+        "returns_file": str(rel),
+    }
+    if prep.signal is not None:
+        oracle = ev.oracle_rollout(jax.numpy.asarray(prep.signal, jax.numpy.float32), data,
+                                   data.test[0], test_len, cfg)
+        entry["oracle_test_sharpe"] = sharpe_of(oracle.returns, ppy)
+        stitched["oracle"].append(oracle)
+    return entry
+
+
+def score_folds(prep: Prepared, run_dir: Path, pop: Population, runners,
+                ckpts: list[FoldCheckpoints], fold_data: list[FoldData], history, trials,
+                val_matrix) -> dict:
+    """Restore each fold's best checkpoint, score it once on test; the summary's content."""
+    cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
+    scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]
+    learners = {k: ckpts[k].restore(take(runners.learner, 0)) for k in scored}
+    for k in scored:
+        export_safetensors(policy_params(learners[k], cfg.train.eval_params),
+                           run_dir / f"fold_{folds[k].index}" / "best_params.safetensors")
+    entries = [{"fold": f.index, "best_epoch": None, "test_sharpe": None,
+                "test_start": f.test[0], "test_end": f.test[1], "epochs": history[f.index],
+                "status": "stopped before its first checkpoint"} for f in folds]
+    stitched: dict[str, list] = {name: [] for name in ("agent", *ev.BASELINES, "oracle")}
+    if scored:
+        test_len = folds[0].test[1] - folds[0].test[0]
+        data = stack([fold_data[k] for k in scored])
+        params = stack([policy_params(learners[k], cfg.train.eval_params) for k in scored])
+        tests = pop.evaluate(params, data, data.test[:, 0], test_len,
+                             jax.random.split(jax.random.PRNGKey(cfg.seed + 1), len(scored)))
+        random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
+        for j, k in enumerate(scored):
+            entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
+                                     history[k], random_keys, stitched)
+    for c in ckpts:
+        c.close()
+    cat = {name: jax.tree.map(lambda *xs: np.concatenate(xs), *rs)
+           for name, rs in stitched.items() if rs}
+    summary = {"folds": entries, "stitched_test_sharpe": None,
+               "stitched_buy_and_hold_test_sharpe": None, "geo_mean_test_sharpe": None}
+    if scored:
+        head = headline(np.asarray(cat["agent"].returns, np.float64), trials, val_matrix, ppy,
+                        [entries[k]["test_sharpe"] for k in scored])
+        summary.update({
+            "stitched_test_sharpe": head["stitched_test_sharpe"],
+            "stitched_buy_and_hold_test_sharpe": sharpe_of(cat["buy_and_hold"].returns, ppy),
+            "geo_mean_test_sharpe": (head["geo_mean_test_sharpe"]
+                                     if len(scored) == len(folds) else None),
+            "stitched": {name: perf_of(r, ppy) for name, r in cat.items() if name != "oracle"},
+            "headline": head,
+            "scored_folds": scored,
+        })
+        if "oracle" in cat:
+            summary["stitched_oracle_test_sharpe"] = sharpe_of(cat["oracle"].returns, ppy)
+    return {**summary, "trials": trials, "config": cfg.to_dict(),
+            "data_sha256": prep.bars.sha256, "data_source": prep.bars.source,
+            "n_bars": len(prep.bars), "periods_per_year": ppy,
+            "feature_names": list(prep.features.names), "device": describe_device()}

@@ -1,0 +1,114 @@
+"""Kill and resume, the run lock, the NaN guard and determinism of the main job."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from experiments.multi_fold import main
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--preset", "smoke", "--data", "synthetic:ar1:1200:2", "--folds", "2", "--epochs", "3",
+        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8"]
+
+
+def run_cli(args, cache, kill_at=None):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "RL_TRADER_JAX_CACHE": str(cache),
+           "PYTHONPATH": str(ROOT)}
+    env.pop("RL_TRADER_KILL_AT", None)
+    if kill_at:
+        env["RL_TRADER_KILL_AT"] = kill_at
+    return subprocess.run([sys.executable, "-m", "experiments.multi_fold", *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """An uninterrupted run's summary.json bytes (and the shared compilation cache)."""
+    base = tmp_path_factory.mktemp("rel")
+    cache = base / "jax_cache"
+    out = run_cli(TINY + ["--run-dir", str(base / "ref")], cache)
+    assert out.returncode == 0, out.stderr
+    return (base / "ref" / "summary.json").read_bytes(), cache, base
+
+
+def test_same_seed_gives_byte_identical_summary(reference):
+    ref, cache, base = reference
+    out = run_cli(TINY + ["--run-dir", str(base / "again")], cache)
+    assert out.returncode == 0, out.stderr
+    assert (base / "again" / "summary.json").read_bytes() == ref
+    assert not (base / "again" / "resume").exists()  # removed once complete
+    timings = json.loads((base / "again" / "timings.json").read_text())
+    assert "seconds_total" in timings  # timings live apart from the summary
+
+
+@pytest.mark.parametrize("kill_at", ["epoch:1", "saving:1", "saved:0", "scoring"])
+def test_sigkill_then_resume_equals_uninterrupted(reference, kill_at):
+    ref, cache, base = reference
+    run_dir = base / f"killed_{kill_at.replace(':', '_')}"
+    out = run_cli(TINY + ["--run-dir", str(run_dir)], cache, kill_at=kill_at)
+    assert out.returncode == -9, out.stderr  # really killed by SIGKILL
+    assert not (run_dir / "summary.json").exists()
+    again = run_cli(["--resume", "--run-dir", str(run_dir)], cache)
+    assert again.returncode == 0, again.stderr
+    assert (run_dir / "summary.json").read_bytes() == ref
+
+
+def test_resume_refuses_options_and_missing_runs(tmp_path, capsys):
+    assert main(["--resume", "--run-dir", str(tmp_path / "none")]) == 2
+    assert "holds no run" in capsys.readouterr().err
+    assert main(["--resume", "--epochs", "3", "--run-dir", str(tmp_path)]) == 2
+    assert "do not pass --epochs" in capsys.readouterr().err
+
+
+def test_lock_stops_a_second_writer(tmp_path):
+    from rl_trader.errors import InputError
+    from rl_trader.experiment import RunLock
+
+    with RunLock(tmp_path):
+        with pytest.raises(InputError, match="in use by pid"):
+            with RunLock(tmp_path):
+                pass
+    with RunLock(tmp_path):  # released
+        pass
+
+
+def test_non_finite_training_stops_the_fold_and_keeps_its_last_good_checkpoint(
+        tmp_path, monkeypatch, capsys):
+    """Poison fold 1's parameters after its first epoch: fold 1 stops naming the fold, the
+    epoch and what went non-finite; its epoch-0 checkpoint is kept and scored; exit code 1."""
+    from rl_trader import experiment
+
+    class Poisoned(experiment.Population):
+        calls = 0
+
+        def __init__(self, trainer):
+            super().__init__(trainer)
+            real = self.epoch
+
+            def epoch(runners, data, hps):
+                runners, metrics = real(runners, data, hps)
+                Poisoned.calls += 1
+                if Poisoned.calls == 2:  # epoch 1: member 1 is fold 1's
+                    params = jax.tree.map(lambda x: x.at[1].set(np.nan), runners.learner.params)
+                    runners = runners.replace(learner=runners.learner.replace(params=params))
+                return runners, metrics
+
+            self.epoch = epoch
+
+    monkeypatch.setattr(experiment, "Population", Poisoned)
+    run_dir = tmp_path / "nan"
+    code = main(TINY + ["--run-dir", str(run_dir)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "fold 1 stopped at epoch 1: non-finite" in err
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped"] and summary["folds"][1]["best_epoch"] == 0
+    assert summary["folds"][0]["best_epoch"] is not None
+    assert len(summary["folds"][1]["epochs"]) == 1  # only the good epoch is a trial
+    assert np.isfinite(summary["folds"][1]["test_sharpe"])
