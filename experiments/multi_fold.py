@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="continue the interrupted run in --run-dir from its last completed "
                         "epoch, with its saved configuration (give no other options)")
+    p.add_argument("--devices", type=int, default=None, metavar="N",
+                   help="spread the population over the first N local devices (default: all)")
     p.add_argument("--debug-nans", action="store_true",
                    help="turn on JAX's NaN checking (slow; stops at the first NaN produced)")
     for opt, (_, _, typ, text) in OVERRIDES.items():
@@ -117,7 +119,7 @@ def enable_compilation_cache() -> str | None:
     return path
 
 
-RESUME_KEEPS = {"run_dir", "resume", "debug_nans"}
+RESUME_KEEPS = {"run_dir", "resume", "debug_nans", "devices"}
 
 
 def resume_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunConfig:
@@ -161,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         t0 = time.time()
         summary = run_experiment(prep, run_dir, overwrite=args.overwrite, resume=args.resume,
-                                 log=lambda line: print(line, flush=True))
+                                 log=lambda line: print(line, flush=True),
+                                 devices=args.devices)
         print_table(summary)
         print(f"done in {time.time() - t0:.1f}s; summary: {run_dir / 'summary.json'}")
         for line in summary["stopped"]:

@@ -32,7 +32,12 @@ from rl_trader.checkpoint import (
 )
 from rl_trader.config import RunConfig
 from rl_trader.data import SYNTHETIC_PREFIX, Bars, load
-from rl_trader.devices import describe_device
+from rl_trader.devices import (
+    describe_device,
+    padded_size,
+    population_mesh,
+    shard_population,
+)
 from rl_trader.errors import InputError
 from rl_trader.features import MarketFeatures, compute_features
 from rl_trader.folds import Fold, format_folds, make_folds
@@ -146,11 +151,14 @@ def fault_point(name: str) -> None:
 
 
 def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
-                   resume: bool = False, log: Callable[[str], None] = print) -> dict:
+                   resume: bool = False, log: Callable[[str], None] = print,
+                   devices: int | None = None) -> dict:
     """Train the population, score each fold once on test, write the outputs; return summary.
 
     With `resume`, continue from the last completed epoch saved in `run_dir/resume/` (state of
     every member, replay and PRNG keys included), so the result equals an uninterrupted run's.
+    The population is sharded over `devices` devices (default: all); results do not depend on
+    it.
     """
     cfg, folds = prep.cfg, prep.folds
     if not resume:
@@ -159,11 +167,11 @@ def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
         if not resume:
             write_json(run_dir / "config.json", cfg.to_dict())
             write_json(run_dir / "folds.json", {"folds": [f.to_dict() for f in folds]})
-        return _run_locked(prep, run_dir, resume, log)
+        return _run_locked(prep, run_dir, resume, log, devices)
 
 
-def _run_locked(prep: Prepared, run_dir: Path, resume: bool,
-                log: Callable[[str], None]) -> dict:
+def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None],
+                devices: int | None) -> dict:
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     log(format_folds(folds, prep.bars.dates))
     t_start = time.time()
@@ -171,11 +179,16 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool,
     members = members_of(len(folds), len(settings), list(range(cfg.train.seeds)))
     fold_data = [make_fold_data(prep.bars.open, prep.bars.close, prep.features, f,
                                 cfg.features.clip) for f in folds]
-    keys, data, hps = population_inputs(members, fold_data, settings, cfg.seed)
+    mesh = population_mesh(devices)
+    n_members = len(members)
+    padded = members + [members[0]] * (padded_size(n_members, mesh) - n_members)
+    keys, data, hps = shard_population(
+        population_inputs(padded, fold_data, settings, cfg.seed), mesh)
     val_len = folds[0].val[1] - folds[0].val[0]
     pop = Population(make_train(cfg, ppy, val_len))
-    n_epochs, n_members = cfg.train.epochs, len(members)
-    state = {"runners": pop.init(keys, data),
+    n_epochs = cfg.train.epochs
+    runners = pop.init(keys, data)
+    state = {"runners": _rows(runners, 0, n_members),  # saved without the pad members
              "val_returns": np.zeros((n_epochs, n_members, val_len)),
              "metrics": {name: np.zeros((n_epochs, n_members))
                          for name in EpochMetrics.__dataclass_fields__}}
@@ -187,6 +200,7 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool,
     saved = ResumeState(run_dir / "resume")
     if resume and saved.latest_epoch() is not None:
         state, meta = saved.restore(state)
+        runners = shard_population(_pad(state["runners"], len(padded)), mesh)
         state = {**state, "val_returns": np.array(state["val_returns"]),
                  "metrics": {k: np.array(state["metrics"][k])  # field order, not sorted
                              for k in EpochMetrics.__dataclass_fields__}}
@@ -195,18 +209,18 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool,
         c.delete_after(meta["epochs_done"] - 1)
     writers = [ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}") for f in folds]
     by_fold = [[i for i, m in enumerate(members) if m.fold == f.index] for f in folds]
-    eval_keys = jax.random.split(jax.random.PRNGKey(cfg.seed), n_members)
+    eval_keys = shard_population(
+        _pad(jax.random.split(jax.random.PRNGKey(cfg.seed), n_members), len(padded)), mesh)
     for epoch in range(meta["epochs_done"], n_epochs):
         t_epoch = time.time()
-        runners, metrics = pop.epoch(state["runners"], data, hps)
-        state["runners"] = runners
+        runners, metrics = pop.epoch(runners, data, hps)
         fault_point(f"epoch:{epoch}")
         finite = np.asarray(_finite(runners, metrics))
         val = pop.evaluate(policy_params(runners.learner, cfg.train.eval_params), data,
                            data.val[:, 0], val_len, eval_keys)
-        state["val_returns"][epoch] = np.asarray(val.returns, np.float64)
+        state["val_returns"][epoch] = np.asarray(val.returns, np.float64)[:n_members]
         for name, v in vars(metrics).items():
-            state["metrics"][name][epoch] = np.asarray(v)
+            state["metrics"][name][epoch] = np.asarray(v)[:n_members]
         val_sh = [sharpe_of(r, ppy) for r in state["val_returns"][epoch]]
         weights = np.asarray(val.market_weights).mean(1)  # [P, F]
         meta["epoch_seconds"].append(time.time() - t_epoch)
@@ -235,6 +249,7 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool,
                 f"  ε {mean['epsilon']:.3f}  val Sharpe {val_sh[best]:+.3f}"
                 f"  {time.time() - t_start:6.1f}s")
         meta["epochs_done"] = epoch + 1
+        state["runners"] = _rows(runners, 0, n_members)
         saved.save(epoch, state, meta)
         fault_point(f"saved:{epoch}")
     saved.close()
@@ -242,18 +257,30 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool,
     for w in writers:
         w.close()
     records = _records(state, meta, members, by_fold, ppy)
-    summary = score_folds(prep, run_dir, pop, state["runners"], ckpts, fold_data, *records)
+    summary = score_folds(prep, run_dir, pop, runners, ckpts, fold_data, *records)
     summary["fingerprint"] = fp
     summary["stopped"] = [meta["stopped"][k] for k in sorted(meta["stopped"], key=int)]
     write_json(run_dir / "summary.json", summary)
     write_json(run_dir / "timings.json", {
         "seconds_total": time.time() - t_start, "seconds_per_epoch": meta["epoch_seconds"],
-        "members": n_members, "device": describe_device()})
+        "members": n_members, "devices": int(mesh.devices.size),
+        "device": describe_device()})
     from rl_trader.report import write_report
 
     write_report(run_dir)
     shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
     return summary
+
+
+def _rows(tree, start: int, stop: int):
+    """Members [start, stop) of a population pytree (on the host's default placement)."""
+    return jax.tree.map(lambda x: x[start:stop], tree)
+
+
+def _pad(tree, size: int):
+    """Extend a population pytree to `size` members with copies of member 0 (ignored)."""
+    return jax.tree.map(lambda x: jnp.concatenate(
+        [x, jnp.repeat(x[:1], size - x.shape[0], axis=0)]), tree)
 
 
 def _records(state: dict, meta: dict, members, by_fold, ppy: float) -> tuple:
