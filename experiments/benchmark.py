@@ -89,8 +89,11 @@ def env_throughput(n_envs: int, steps: int) -> dict:
             "seconds": t, "compile_s": compile_s - t}
 
 
-def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1") -> dict:
-    """One vmapped epoch of `size` members (fold 0, seeds 0..size−1): rates, memory, FLOP/s."""
+def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1",
+                     devices: int = 1) -> dict:
+    """One vmapped epoch of `size` members (fold 0, seeds 0..size−1), sharded over `devices`
+    devices (size must be a multiple): rates, memory, FLOP/s."""
+    from rl_trader.devices import population_mesh, shard_population
     from rl_trader.experiment import prepare
     from rl_trader.market import make_fold_data
     from rl_trader.population import Population, members_of, population_inputs
@@ -103,8 +106,10 @@ def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
                            cfg.features.clip)
     members = members_of(1, 1, list(range(size)))
     settings = [{k: float(v) for k, v in vars(HParams.from_config(cfg.agent)).items()}]
-    keys, data, hps = population_inputs(members, [data0], settings, cfg.seed)
-    pop = Population(make_train(cfg, prep.periods_per_year, fold.val[1] - fold.val[0]))
+    mesh = population_mesh(devices)
+    keys, data, hps = shard_population(population_inputs(members, [data0], settings, cfg.seed),
+                                       mesh)
+    pop = Population(make_train(cfg, prep.periods_per_year, fold.val[1] - fold.val[0]), mesh)
     runners = jax.block_until_ready(pop.init(keys, data))
     n_params = sum(int(np.prod(x.shape[1:])) for x in jax.tree.leaves(runners.learner.params))
     t0 = time.perf_counter()
@@ -122,7 +127,7 @@ def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
     t, (runners, _) = _timed(compiled, runners, data, hps)
     steps, upd = cfg.train.steps_per_epoch, cfg.train.updates_per_step
     return {
-        "population": size, "n_params": n_params, "batch": cfg.agent.batch_size,
+        "population": size, "devices": devices, "n_params": n_params, "batch": cfg.agent.batch_size,
         "n_envs": cfg.train.n_envs, "steps_per_epoch": steps, "n_bars": len(prep.bars),
         "hidden": cfg.net.hidden, "trunk": cfg.net.trunk,
         "epoch_s": t, "compile_s": compile_s,
@@ -157,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="1,16,48,256", help="population sizes")
     p.add_argument("--steps", type=int, default=200, help="env steps per epoch measured")
     p.add_argument("--peer-steps", type=int, default=20_000, help="env steps for the peers")
+    p.add_argument("--devices", type=int, default=1, help="devices for the population section")
     p.add_argument("--out", default="bench.json")
     args = p.parse_args(argv)
     enable_compilation_cache()
@@ -185,10 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     if "population" in sections:
         result["population"] = []
         for size in (int(s) for s in args.sizes.split(",")):
-            r = population_epoch(base, size)
+            r = population_epoch(base, size, devices=args.devices)
             result["population"].append(r)
             save()
-            print(f"population {size:>4}: {r['agent_updates_per_s']:>12,.0f} agent-updates/s "
+            print(f"population {size:>4} on {args.devices} device(s): "
+                  f"{r['agent_updates_per_s']:>12,.0f} agent-updates/s "
                   f"{r['env_steps_per_s']:>14,.0f} env steps/s  compile {r['compile_s']:.1f}s  "
                   f"peak mem {(r['peak_device_bytes'] or 0) / 2**30:.2f} GiB  "
                   f"{r['achieved_tflops'] or 0:.2f} TFLOP/s", flush=True)

@@ -185,7 +185,7 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
     keys, data, hps = shard_population(
         population_inputs(padded, fold_data, settings, cfg.seed), mesh)
     val_len = folds[0].val[1] - folds[0].val[0]
-    pop = Population(make_train(cfg, ppy, val_len))
+    pop = Population(make_train(cfg, ppy, val_len), mesh)
     n_epochs = cfg.train.epochs
     runners = pop.init(keys, data)
     state = {"runners": _rows(runners, 0, n_members),  # saved without the pad members

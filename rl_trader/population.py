@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rl_trader.agent import HParams
 from rl_trader.config import RunConfig
+from rl_trader.devices import POP_AXIS
 from rl_trader.market import FoldData
 from rl_trader.train import Trainer
 
@@ -72,14 +74,20 @@ def population_inputs(members: list[Member], folds: list[FoldData],
 class Population:
     """The trainer's functions vmapped over a leading population axis and jitted once.
 
-    `epoch` donates the runners (the replay and states are updated in place on the device).
+    With a `mesh`, every output keeps its population axis sharded over the mesh (so the next
+    epoch reuses the same compiled program); the population size must then be a multiple of
+    the mesh's devices (`devices.padded_size`). `epoch` donates the runners (the replay and
+    states are updated in place on the device).
     """
 
-    def __init__(self, trainer: Trainer) -> None:
-        self.init = jax.jit(jax.vmap(trainer.init))
-        self.epoch = jax.jit(jax.vmap(trainer.epoch), donate_argnums=0)
+    def __init__(self, trainer: Trainer, mesh: Mesh | None = None) -> None:
+        self.trainer = trainer
+        out = {} if mesh is None else {"out_shardings": NamedSharding(mesh, PartitionSpec(
+            POP_AXIS))}
+        self.init = jax.jit(jax.vmap(trainer.init), **out)
+        self.epoch = jax.jit(jax.vmap(trainer.epoch), donate_argnums=0, **out)
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, None, 0)),
-                                static_argnums=3)
+                                static_argnums=3, **out)
 
 
 def take(tree: object, i: int) -> object:

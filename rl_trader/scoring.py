@@ -108,7 +108,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, runners,
         test_len = folds[0].test[1] - folds[0].test[0]
         data = stack([fold_data[k] for k in scored])
         params = stack([policy_params(learners[k], cfg.train.eval_params) for k in scored])
-        tests = pop.evaluate(params, data, data.test[:, 0], test_len,
+        tests = Population(pop.trainer).evaluate(params, data, data.test[:, 0], test_len,
                              jax.random.split(jax.random.PRNGKey(cfg.seed + 1), len(scored)))
         random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
         for j, k in enumerate(scored):

@@ -87,8 +87,8 @@ def test_non_finite_training_stops_the_fold_and_keeps_its_last_good_checkpoint(
     class Poisoned(experiment.Population):
         calls = 0
 
-        def __init__(self, trainer):
-            super().__init__(trainer)
+        def __init__(self, trainer, mesh=None):
+            super().__init__(trainer, mesh)
             real = self.epoch
 
             def epoch(runners, data, hps):
