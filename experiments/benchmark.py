@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.benchmark", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sections", default="peak,env,population,length,width,peers")
-    p.add_argument("--sizes", default="1,16,48,256", help="population sizes")
+    p.add_argument("--sizes", default="1,16,48,256",
+                   help="population sizes (the first one is used by the length and width sections)")
     p.add_argument("--steps", type=int, default=200, help="env steps per epoch measured")
     p.add_argument("--peer-steps", type=int, default=20_000, help="env steps for the peers")
     p.add_argument("--devices", type=int, default=1, help="devices for the population section")
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     enable_compilation_cache()
     sections = set(args.sections.split(","))
+    sizes = [int(x) for x in args.sizes.split(",")]
     on_gpu = jax.devices()[0].platform == "gpu"
     base = preset("default")
     base = dataclasses.replace(base, train=dataclasses.replace(base.train,
@@ -190,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         save()
     if "population" in sections:
         result["population"] = []
-        for size in (int(s) for s in args.sizes.split(",")):
+        for size in sizes:
             r = population_epoch(base, size, devices=args.devices)
             result["population"].append(r)
             save()
@@ -202,20 +204,20 @@ def main(argv: list[str] | None = None) -> int:
     if "length" in sections:
         result["length"] = []
         for n in (10_000, 100_000, 1_000_000):
-            r = population_epoch(base, 16, f"synthetic:ar1:{n}")
+            r = population_epoch(base, sizes[0], f"synthetic:ar1:{n}", args.devices)
             result["length"].append(r)
             save()
-            print(f"length {n:>9} bars: epoch {r['epoch_s']:.3f}s (P=16)", flush=True)
+            print(f"length {n:>9} bars: epoch {r['epoch_s']:.3f}s (P={sizes[0]})", flush=True)
     if "width" in sections:
         result["width"] = []
         for hidden, trunk in ((16, 32), (32, 64), (64, 128), (128, 256)):
             cfg = dataclasses.replace(base, net=NetConfig(hidden=hidden, trunk=trunk,
                                                           context=hidden))
-            r = population_epoch(cfg, 16)
+            r = population_epoch(cfg, sizes[0], devices=args.devices)
             result["width"].append(r)
             save()
             print(f"width {hidden}/{trunk}: {r['n_params']:,} params, epoch {r['epoch_s']:.3f}s "
-                  f"(P=16), {r['achieved_tflops'] or 0:.2f} TFLOP/s", flush=True)
+                  f"(P={sizes[0]}), {r['achieved_tflops'] or 0:.2f} TFLOP/s", flush=True)
     if "peers" in sections:
         try:
             from experiments import peers
