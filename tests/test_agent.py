@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import init_params, make_obs
 
 from rl_trader import agent
 from rl_trader.config import AgentConfig, NetConfig
@@ -18,35 +19,6 @@ SMALL = NetConfig(hidden=4, trunk=8, context=4)
 F, L, P, M, B = 3, 5, 5, 4, 8  # market vars, look-back, portfolio vars, magnitudes, batch
 TAU = 0.3  # large enough that one EMA step is far from both ends
 CFG = AgentConfig(learning_rate=1e-2, tau=TAU, aux_weight=0.5, huber_delta=1.0)
-
-
-def make_obs(seed, lead=()):
-    rng = np.random.default_rng(seed)
-    return Obs(market=jnp.asarray(rng.normal(size=lead + (F,)), jnp.float32),
-               window=jnp.asarray(rng.normal(size=lead + (L, F)), jnp.float32),
-               portfolio=jnp.asarray(rng.normal(size=lead + (P,)), jnp.float32))
-
-
-def init_params(module, *args, seed=0):
-    """Params of `module` with the structure of `module.init`, filled from numpy.
-
-    Kernels ~ N(0, 1/fan_in), biases ~ N(0, 0.1²), LayerNorm scales ~ 1 + N(0, 0.1²). Filling on
-    the host avoids compiling Flax's initialisers, the slowest part of these tests on a CPU.
-    """
-    rng = np.random.default_rng(seed)
-    shapes = jax.eval_shape(module.init, jax.random.key(0), *args)
-
-    def fill(path, s):
-        name = str(path[-1])
-        if "kernel" in name:
-            x = rng.normal(size=s.shape) / np.sqrt(s.shape[-2])
-        elif "scale" in name:
-            x = 1.0 + 0.1 * rng.normal(size=s.shape)
-        else:
-            x = 0.1 * rng.normal(size=s.shape)
-        return jnp.asarray(x, s.dtype)
-
-    return jax.tree_util.tree_map_with_path(fill, shapes)
 
 
 def make_batch(seed):
