@@ -12,8 +12,11 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import time
+import types
+import typing
 from pathlib import Path
 
 from rl_trader.config import PRESETS, RunConfig, config_from_dict, preset
@@ -138,9 +141,74 @@ def resume_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     if (Path(args.run_dir) / "summary.json").exists():
         raise InputError(f"option --resume: the run in '{args.run_dir}' is already complete")
     try:
-        return config_from_dict(json.loads(saved.read_text())).validate()
-    except json.JSONDecodeError as err:
+        saved_dict = json.loads(saved.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise InputError(f"option --resume: '{saved}' is not valid JSON ({err})") from None
+    try:  # a damaged or hand-edited config.json: refused here, not as a traceback later
+        cfg = config_from_dict(saved_dict)
+        wrong = _wrong_type(cfg)
+        if wrong:
+            raise InputError(f"wrong type: {wrong}")
+        return cfg.validate()
+    except InputError as err:
+        raise InputError(f"option --resume: '{saved}' holds an invalid configuration: "
+                         f"{err}") from None
+
+
+def _wrong_type(obj: object, prefix: str = "") -> str | None:
+    """The first field of a config dataclass whose value does not match its annotation (e.g.
+    `"epochs": "3"` in a hand-edited config.json), as 'train.epochs=...'; None if all match."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value, name = getattr(obj, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value):
+            wrong = _wrong_type(value, name + ".")
+            if wrong:
+                return wrong
+        elif not _is_a(value, hints[f.name]):
+            return f"{name}={value!r} (expected {hints[f.name]})"
+    return None
+
+
+def _is_a(value: object, hint: object) -> bool:
+    """isinstance for the annotations the configs use (unions, tuple[X, ...], int, float, str;
+    an int counts as a float, a bool as neither)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_a(value, a) for a in args)
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_is_a(v, args[0]) for v in value)
+        return len(value) == len(args) and all(
+            _is_a(v, a) for v, a in zip(value, args, strict=True))
+    if isinstance(value, bool):
+        return hint is bool
+    if hint is float:
+        return isinstance(value, int | float)
+    return isinstance(value, hint)
+
+
+def discard_unstarted(run_dir: Path, existed: bool) -> None:
+    """After a failed start, leave `run_dir` as it was: a run that failed before its fold
+    layout was written (no folds.json, so nothing to resume) is removed, or emptied when the
+    directory existed (empty) before. Never while another process holds the directory."""
+    from rl_trader.experiment import RunLock
+
+    if not run_dir.is_dir() or (run_dir / "folds.json").exists():
+        return
+    try:
+        with RunLock(run_dir):
+            for child in run_dir.iterdir() if existed else [run_dir]:
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                elif child.name != ".lock":
+                    child.unlink()
+            if existed:
+                (run_dir / ".lock").unlink()
+    except (InputError, OSError):
+        pass  # best effort: the error being reported matters more
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,9 +230,18 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(prep.folds)} folds; training on {describe_device()}; run dir {run_dir}",
               flush=True)
         t0 = time.time()
-        summary = run_experiment(prep, run_dir, overwrite=args.overwrite, resume=args.resume,
-                                 log=lambda line: print(line, flush=True),
-                                 devices=args.devices)
+        # a run directory this run creates (or fills) is cleaned up if the run fails to start
+        existed = run_dir.exists()
+        fresh = not args.resume and (not existed or run_dir.is_dir()
+                                     and not any(run_dir.iterdir()))
+        try:
+            summary = run_experiment(prep, run_dir, overwrite=args.overwrite, resume=args.resume,
+                                     log=lambda line: print(line, flush=True),
+                                     devices=args.devices)
+        except BaseException:
+            if fresh:
+                discard_unstarted(run_dir, existed)
+            raise
         print_table(summary)
         print(f"done in {time.time() - t0:.1f}s; summary: {run_dir / 'summary.json'}")
         for line in summary["stopped"]:

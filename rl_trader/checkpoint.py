@@ -59,10 +59,14 @@ def _score(metrics: dict) -> float:
 
 
 class FoldCheckpoints:
-    """orbax CheckpointManager for one fold directory: keeps the best epoch by validation Sharpe
-    and the latest epoch (for resume).
+    """orbax CheckpointManager for one fold directory: keeps the two best epochs by validation
+    Sharpe and the latest epoch.
 
-    Retention uses a preservation policy, `AnyPreservationPolicy([BestN(n=1), LatestN(n=1)])`:
+    The runner-up is kept so that a run killed right after saving a new best (which would
+    otherwise delete the previous best) still has its previous best when `--resume` removes
+    the unfinished epoch and trains it again.
+
+    Retention uses a preservation policy, `AnyPreservationPolicy([BestN(n=2), LatestN(n=1)])`:
     the legacy `max_to_keep` + `best_fn` pair keeps only the top `max_to_keep` by metric, so the
     latest epoch would be deleted whenever it is not among the best. `best_fn` is still set
     (without `max_to_keep`, which orbax forbids next to a policy) because `best_step()` needs it.
@@ -79,7 +83,7 @@ class FoldCheckpoints:
         self._meta = json.loads(json.dumps(metadata))  # json-able check; tuples become lists
         cm = ocp.checkpoint_managers
         keep = cm.AnyPreservationPolicy([
-            cm.BestN(get_metric_fn=_score, reverse=False, n=1),  # ascending: keeps the max
+            cm.BestN(get_metric_fn=_score, reverse=False, n=2),  # ascending: keeps the max
             cm.LatestN(n=1)])
         options = ocp.CheckpointManagerOptions(
             best_fn=_score, best_mode="max", preservation_policy=keep, create=True,

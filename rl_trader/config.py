@@ -7,12 +7,17 @@ Every config is hashable and static under `jit`. `validate()` checks ranges and 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from rl_trader.errors import InputError
 
 
 def _check(cond: bool, option: str, allowed: str, value: object) -> None:
+    """Refuse `value` of `option` unless `cond`; NaN and ±inf never pass for a number."""
+    values = value if isinstance(value, tuple) else (value,)
+    if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+        cond = False
     if not cond:
         raise InputError(f"option {option}={value!r} is out of range: must be {allowed}")
 
@@ -119,7 +124,7 @@ class AgentConfig:
         _check(1 <= self.batch_size <= 65536, "--batch", "an integer in [1, 65536]",
                self.batch_size)
         _check(self.max_grad_norm > 0, "max_grad_norm", "> 0", self.max_grad_norm)
-        _check(self.aux_weight >= 0, "aux_weight", ">= 0", self.aux_weight)
+        _check(0 <= self.aux_weight <= 1000, "--aux-weight", "in [0, 1000]", self.aux_weight)
         _check(0 <= self.weight_decay <= 1, "--weight-decay", "in [0, 1]", self.weight_decay)
         _check(0 <= self.obs_noise <= 10, "--obs-noise", "in [0, 10]", self.obs_noise)
         _check(0 <= self.eps_end <= self.eps_start <= 1, "eps_start/eps_end",
@@ -154,6 +159,10 @@ class TrainConfig:
                self.eval_params)
 
 
+# Fields of `agent.HParams`: the hyper-parameters a population may sweep (traced, not static).
+SWEEPABLE = ("learning_rate", "gamma", "aux_weight", "obs_noise")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything a run depends on; saved with every checkpoint and in summary.json."""
@@ -173,6 +182,16 @@ class RunConfig:
         for part in (self.features, self.folds, self.env, self.net, self.agent, self.train):
             part.validate()
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
+        for name, values in self.sweep:
+            if name not in SWEEPABLE:
+                raise InputError(f"option --sweep {name}: cannot be swept; sweepable are "
+                                 f"{', '.join(SWEEPABLE)}")
+            _check(len(values) >= 1, f"--sweep {name}", "at least one value", values)
+            for v in values:
+                try:
+                    dataclasses.replace(self.agent, **{name: v}).validate()
+                except InputError as err:
+                    raise InputError(f"option --sweep {name}={v!r}: {err}") from None
         return self
 
     def to_dict(self) -> dict:

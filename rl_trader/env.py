@@ -103,7 +103,7 @@ def step(state: EnvState, target: jax.Array, prices: Prices,
     t1 = state.t + 1
     c_t, o_1, c_1 = prices.close[state.t], prices.open[t1], prices.close[t1]
     e_open = state.equity + state.units * (o_1 - c_t)
-    units_new = target * e_open / o_1
+    units_new = target * jnp.maximum(e_open, 0.0) / o_1  # wiped out at the open: no new position
     traded = (units_new - state.units) * o_1
     cost = trade_cost(traded, cfg)
     equity = e_open - cost + units_new * (c_1 - o_1)

@@ -29,7 +29,8 @@ class Rollout:
     """Per-bar results of one policy over a segment; leaves [S] (S = b − a)."""
 
     returns: jax.Array  # simple returns of equity, net of costs
-    position: jax.Array  # target fraction held over the bar
+    position: jax.Array  # target fraction filled at the bar's open (the overnight gap into
+    # the bar is earned by the previous position, so hit rate and exposure are approximate)
     cost: jax.Array  # cost paid at the fill, fraction of equity
     turnover: jax.Array  # traded notional / equity
     market_weights: jax.Array  # [S, F] VSN weights (zeros for baselines)

@@ -134,13 +134,14 @@ class RunLock:
 
 @jax.jit
 def _finite(runners, metrics) -> jax.Array:
-    """[P, 3] flags: loss, gradient norm and every parameter finite, per member."""
+    """[P, 3] flags: loss, gradient norm and every parameter finite, per member (the
+    validation returns are checked on the host as a fourth flag)."""
     params_ok = jax.vmap(lambda p: jnp.all(jnp.stack(
         [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(p)])))(runners.learner.params)
     return jnp.stack([jnp.isfinite(metrics.loss), jnp.isfinite(metrics.grad_norm), params_ok], 1)
 
 
-FINITE_WHAT = ("loss", "gradient", "parameters")
+FINITE_WHAT = ("loss", "gradient", "parameters", "validation returns")
 
 
 def fault_point(name: str) -> None:
@@ -192,7 +193,8 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
              "val_returns": np.zeros((n_epochs, n_members, val_len)),
              "metrics": {name: np.zeros((n_epochs, n_members))
                          for name in EpochMetrics.__dataclass_fields__}}
-    meta = {"epochs_done": 0, "stopped": {}, "epoch_seconds": []}
+    meta = {"epochs_done": 0, "stopped": {}, "epoch_seconds": [],
+            "data_sha256": prep.bars.sha256, "folds": [f.to_dict() for f in folds]}
     fp = fingerprint(take(state["runners"].learner.params, 0), cfg.net, len(cfg.env.magnitudes))
     ckpts = [FoldCheckpoints(run_dir / f"fold_{f.index}" / "checkpoints", fp,
                              {"config": cfg.to_dict(), "fold": f.to_dict(),
@@ -204,6 +206,11 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
         state = {**state, "val_returns": np.array(state["val_returns"]),
                  "metrics": {k: np.array(state["metrics"][k])  # field order, not sorted
                              for k in EpochMetrics.__dataclass_fields__}}
+        if (meta["data_sha256"], meta["folds"]) != (prep.bars.sha256,
+                                                     [f.to_dict() for f in folds]):
+            raise InputError(f"option --resume: the data behind '{run_dir}' changed since the "
+                             f"run started (sha256 {meta['data_sha256'][:12]}… then, "
+                             f"{prep.bars.sha256[:12]}… now); start a new run instead")
         log(f"resuming after epoch {meta['epochs_done']} of {n_epochs}")
     for c in ckpts:  # epochs saved by a run killed after its last resume point
         c.delete_after(meta["epochs_done"] - 1)
@@ -215,10 +222,12 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
         t_epoch = time.time()
         runners, metrics = pop.epoch(runners, data, hps)
         fault_point(f"epoch:{epoch}")
-        finite = np.asarray(_finite(runners, metrics))
         val = pop.evaluate(policy_params(runners.learner, cfg.train.eval_params), data,
                            data.val[:, 0], val_len, eval_keys)
-        state["val_returns"][epoch] = np.asarray(val.returns, np.float64)[:n_members]
+        val_returns = np.asarray(val.returns, np.float64)
+        finite = np.concatenate([np.asarray(_finite(runners, metrics)),
+                                 np.isfinite(val_returns).all(1, keepdims=True)], 1)
+        state["val_returns"][epoch] = val_returns[:n_members]
         for name, v in vars(metrics).items():
             state["metrics"][name][epoch] = np.asarray(v)[:n_members]
         val_sh = [sharpe_of(r, ppy) for r in state["val_returns"][epoch]]
@@ -231,9 +240,10 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
                    if not ok]
             if bad:
                 i, what = bad[0]
-                meta["stopped"][str(k)] = (f"fold {k} stopped at epoch {epoch}: non-finite "
-                                           f"{what} (seed {members[i].seed})")
-                log(meta["stopped"][str(k)] + "; its last good checkpoint is kept")
+                meta["stopped"][str(k)] = {
+                    "epoch": epoch, "message": f"fold {k} stopped at epoch {epoch}: non-finite "
+                                               f"{what} (seed {members[i].seed})"}
+                log(meta["stopped"][str(k)]["message"] + "; its last good checkpoint is kept")
                 continue
             best = max(idx, key=lambda i: val_sh[i])
             m = members[best]
@@ -259,7 +269,8 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
     records = _records(state, meta, members, by_fold, ppy)
     summary = score_folds(prep, run_dir, pop, runners, ckpts, fold_data, *records)
     summary["fingerprint"] = fp
-    summary["stopped"] = [meta["stopped"][k] for k in sorted(meta["stopped"], key=int)]
+    summary["stopped"] = [meta["stopped"][k]["message"]
+                          for k in sorted(meta["stopped"], key=int)]
     write_json(run_dir / "summary.json", summary)
     write_json(run_dir / "timings.json", {
         "seconds_total": time.time() - t_start, "seconds_per_epoch": meta["epoch_seconds"],
@@ -292,7 +303,7 @@ def _records(state: dict, meta: dict, members, by_fold, ppy: float) -> tuple:
     val_matrix = [[] for _ in by_fold]
     for k, idx in enumerate(by_fold):
         stop = meta["stopped"].get(str(k))
-        last = int(stop.split("epoch ")[1].split(":")[0]) if stop else meta["epochs_done"]
+        last = stop["epoch"] if stop else meta["epochs_done"]
         for epoch in range(last):
             val = state["val_returns"][epoch]
             val_sh = {i: sharpe_of(val[i], ppy) for i in idx}

@@ -50,7 +50,14 @@ class Fold:
 def make_folds(
     n_bars: int, first_bar: int, cfg: FoldConfig, lookback: int, n_step: int
 ) -> list[Fold]:
-    """The K folds over bars [first_bar, n_bars); raises `InputError` when they do not fit."""
+    """The K folds over bars [first_bar, n_bars); raises `InputError` when they do not fit.
+
+    `first_bar` must be ≥ `lookback`: a segment starting at bar a is entered with a decision at
+    bar a − 1, whose look-back window starts at a − lookback and must not be negative.
+    """
+    if first_bar < lookback:
+        raise ValueError(f"first_bar={first_bar} < lookback={lookback}: the first look-back "
+                         "window would start before bar 0")
     cfg.validate()
     k = cfg.n_folds
     min_gap = max(lookback, n_step) + 1

@@ -110,7 +110,7 @@ def calmar(returns, ppy: float) -> float:
 
 
 def turnover(turnover_per_bar, ppy: float) -> float:
-    """Annualised turnover: mean_t(|traded notional_t| / equity_t) · ppy.
+    """Annualised turnover: mean_t(|traded notional_t| / equity at the fill's open) · ppy.
 
     1.0 = the book is traded once a year; going flat→long→flat daily is ≈ 2 · 252 = 504.
     0.0 for no bars.

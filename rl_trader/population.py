@@ -1,9 +1,10 @@
 """A population of training runs — folds × hyper-parameter settings × seeds — as one program.
 
-Every member runs `Trainer.train(key, fold, hp)`; the population is that function under
-`jax.vmap`, jitted once. Folds share one shape (the whole bar range; only the segment bounds and
-the train-fitted normalisation differ), so no padding is needed when the folds' validation
-blocks have equal lengths, which `make_folds` guarantees.
+The trainer's `init`, `epoch` and `evaluate` run under `jax.vmap` over the members, each jitted
+once (`Population`); the host selects per fold between epochs. Folds share one shape (the
+whole bar range; only the segment bounds and the train-fitted normalisation differ), so no
+padding is needed when the folds' validation blocks have equal lengths, which `make_folds`
+guarantees.
 """
 
 from __future__ import annotations
@@ -16,12 +17,10 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rl_trader.agent import HParams
-from rl_trader.config import RunConfig
+from rl_trader.config import SWEEPABLE, RunConfig
 from rl_trader.devices import POP_AXIS
 from rl_trader.market import FoldData
 from rl_trader.train import Trainer
-
-SWEEPABLE = tuple(HParams.__dataclass_fields__)
 
 
 def stack(trees: list) -> object:

@@ -383,3 +383,9 @@ def test_epsilon_schedule():
     np.testing.assert_allclose(sched(250), 0.525, rtol=1e-6)
     np.testing.assert_allclose(sched(500), 0.05, rtol=1e-6)
     np.testing.assert_allclose(sched(10_000), 0.05, rtol=1e-6)
+
+
+def test_hparams_fields_are_the_sweepable_names():
+    from rl_trader.config import SWEEPABLE
+
+    assert tuple(agent.HParams.__dataclass_fields__) == SWEEPABLE

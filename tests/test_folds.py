@@ -104,10 +104,15 @@ def test_too_short_data_is_refused_naming_folds():
 def test_stated_minimum_is_monotone_for_defaults():
     """Every data length >= the stated minimum fits (no gaps in what is accepted)."""
     with pytest.raises(InputError) as e:
-        make_folds(250, 0, FoldConfig(n_folds=3), 8, 2)
+        make_folds(258, 8, FoldConfig(n_folds=3), 8, 2)
     need = int(str(e.value).split("need at least ")[1].split()[0])
     for n in range(need, need + 40):
-        check_layout(make_folds(n, 0, FoldConfig(n_folds=3), 8, 2), n, 0, 9)
+        check_layout(make_folds(8 + n, 8, FoldConfig(n_folds=3), 8, 2), 8 + n, 8, 9)
+
+
+def test_first_bar_must_leave_room_for_the_look_back_window():
+    with pytest.raises(ValueError, match="look-back window"):
+        make_folds(5031, 31, FoldConfig(n_folds=3), lookback=32, n_step=3)
 
 
 def test_too_small_gap_or_block_is_refused():

@@ -10,16 +10,19 @@ Every refusal raises `InputError` with one line naming the file and, where it ap
 column. "row N" is the N-th data row, counting the first row after the header as row 1 (so in a
 CSV without blank lines it is on line N + 1). Checks run in this order and each reports the lowest
 offending row: readable file, required columns, numeric & finite values, prices > 0 and volume
->= 0, High >= Low, Open/Close within [Low, High], parseable dates, no duplicate dates, increasing
-dates, at least `min_bars` bars, Close not constant. Bars are never re-sorted or repaired.
+>= 0, High >= Low, Open/Close within [Low, High], parseable dates (in 1677-09-22..2262-04-11),
+no duplicate dates, increasing dates, at least `min_bars` bars, Close not constant. Bars are
+never re-sorted or repaired.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import lzma
 import pathlib
 import warnings
+import zipfile
 import zlib
 from dataclasses import dataclass
 from importlib import resources
@@ -36,7 +39,8 @@ EMBEDDED = "embedded:sp500"
 REQUIRED = ("Date", "Open", "High", "Low", "Close", "Volume")
 _MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz", b"PK\x03\x04": "zip",
           b"\x28\xb5\x2f\xfd": "zstd"}
-_READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, ImportError, pa.ArrowException)
+_READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zipfile.BadZipFile,
+                ImportError, pa.ArrowException)
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: `==` on numpy fields would be ambiguous
@@ -205,15 +209,22 @@ def _dates(s: pd.Series, col: str, src: str) -> np.ndarray:
                 parsed = pd.to_datetime(text, utc=True, format="mixed", errors="coerce")
     if (i := _first(parsed.isna().to_numpy())) is not None:
         raise _fail(src, f"unparseable date {str(s.iloc[i]).strip()!r}", i + 1, col)
+    naive = parsed.dt.tz_localize(None)
+    # pandas may parse at a coarser unit than ns; the cast to ns below would silently wrap.
+    outside = ((naive < pd.Timestamp.min) | (naive > pd.Timestamp.max)).to_numpy()
+    if (i := _first(outside)) is not None:
+        raise _fail(src, f"date {str(s.iloc[i]).strip()!r} is out of range: must be within "
+                    f"{pd.Timestamp.min.ceil('D').date()}..{pd.Timestamp.max.floor('D').date()}",
+                    i + 1, col)
     try:
-        d = parsed.dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
+        d = naive.to_numpy(dtype="datetime64[ns]")
     except (ValueError, OverflowError) as e:
         raise _fail(src, f"dates out of range: {e}", None, col) from e
     first_seen = pd.Series(np.arange(len(d))).groupby(d).transform("min").to_numpy()
     if (i := _first(first_seen != np.arange(len(d)))) is not None:
         raise _fail(src, f"duplicate date {_ts(d[i])} (same as row {first_seen[i] + 1})",
                     i + 1, col)
-    if (i := _first(np.diff(d) < np.timedelta64(0, "ns"))) is not None:
+    if (i := _first(d[1:] < d[:-1])) is not None:  # not np.diff: it overflows past 292 years
         msg = f"date {_ts(d[i + 1])} is before the previous row's {_ts(d[i])}; dates must increase"
         raise _fail(src, msg, i + 2, col)
     return d
