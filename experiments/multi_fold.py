@@ -66,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "epoch, with its saved configuration (give no other options)")
     p.add_argument("--devices", type=int, default=None, metavar="N",
                    help="spread the population over the first N local devices (default: all)")
+    p.add_argument("--coordinator", metavar="HOST:PORT", default=None,
+                   help="multi-process run: address of process 0's coordinator (with "
+                        "--num-processes and --process-id); every process runs the same command")
+    p.add_argument("--num-processes", type=int, default=None, metavar="N")
+    p.add_argument("--process-id", type=int, default=None, metavar="I")
+    p.add_argument("--distributed", action="store_true",
+                   help="multi-process run configured by the cluster scheduler or JAX's "
+                        "environment variables (jax.distributed.initialize with no arguments)")
     p.add_argument("--debug-nans", action="store_true",
                    help="turn on JAX's NaN checking (slow; stops at the first NaN produced)")
     for opt, (_, _, typ, text) in OVERRIDES.items():
@@ -122,7 +130,8 @@ def enable_compilation_cache() -> str | None:
     return path
 
 
-RESUME_KEEPS = {"run_dir", "resume", "debug_nans", "devices"}
+RESUME_KEEPS = {"run_dir", "resume", "debug_nans", "devices", "coordinator", "num_processes",
+                "process_id", "distributed"}
 
 
 def resume_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunConfig:
@@ -215,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        from rl_trader.devices import initialize_distributed
+
+        initialize_distributed(args.coordinator, args.num_processes, args.process_id,
+                               auto=args.distributed)
         enable_compilation_cache()
         cfg = resume_config(parser, args) if args.resume else config_from_args(args)
         import jax
@@ -232,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         # a run directory this run creates (or fills) is cleaned up if the run fails to start
         existed = run_dir.exists()
-        fresh = not args.resume and (not existed or run_dir.is_dir()
-                                     and not any(run_dir.iterdir()))
+        fresh = jax.process_index() == 0 and not args.resume and (
+            not existed or run_dir.is_dir() and not any(run_dir.iterdir()))
         try:
             summary = run_experiment(prep, run_dir, overwrite=args.overwrite, resume=args.resume,
                                      log=lambda line: print(line, flush=True),
@@ -242,8 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             if fresh:
                 discard_unstarted(run_dir, existed)
             raise
-        print_table(summary)
-        print(f"done in {time.time() - t0:.1f}s; summary: {run_dir / 'summary.json'}")
+        if "folds" in summary:  # process 0 of a multi-process run, or a single process
+            print_table(summary)
+            print(f"done in {time.time() - t0:.1f}s; summary: {run_dir / 'summary.json'}")
         for line in summary["stopped"]:
             print(f"error: {line}", file=sys.stderr)
         return 1 if summary["stopped"] else 0

@@ -74,7 +74,10 @@ class FoldCheckpoints:
     Saving is synchronous (async checkpointing off, and `wait_until_finished` after each save).
     """
 
-    def __init__(self, directory: str | Path, fingerprint: str, metadata: dict) -> None:
+    def __init__(self, directory: str | Path, fingerprint: str, metadata: dict,
+                 process: int | None = None) -> None:
+        """`process`: in a multi-process run, the one process that owns this fold's directory
+        (the manager then synchronises with no other process)."""
         self.directory = Path(directory).expanduser().resolve()
         self._fingerprint = fingerprint
         bad = [k for k in _RESERVED if k in metadata]
@@ -85,9 +88,14 @@ class FoldCheckpoints:
         keep = cm.AnyPreservationPolicy([
             cm.BestN(get_metric_fn=_score, reverse=False, n=2),  # ascending: keeps the max
             cm.LatestN(n=1)])
+        solo = {} if process is None else {
+            "multiprocessing_options": ocp.options.MultiprocessingOptions(
+                primary_host=process, active_processes={process})}
+        if process is not None:  # orbax creates the root only when every process takes part
+            self.directory.mkdir(parents=True, exist_ok=True)
         options = ocp.CheckpointManagerOptions(
-            best_fn=_score, best_mode="max", preservation_policy=keep, create=True,
-            enable_async_checkpointing=False)
+            best_fn=_score, best_mode="max", preservation_policy=keep,
+            create=process is None, enable_async_checkpointing=False, **solo)
         self._mngr = ocp.CheckpointManager(self.directory, options=options)
 
     def save(self, epoch: int, state: Any, val_sharpe: float, extra: dict | None = None) -> None:

@@ -42,5 +42,57 @@ def padded_size(n_members: int, mesh: Mesh) -> int:
 
 
 def shard_population(tree, mesh: Mesh):
-    """Place every leaf's leading (population) axis across the mesh's devices."""
-    return jax.device_put(tree, NamedSharding(mesh, PartitionSpec(POP_AXIS)))
+    """Place every leaf's leading (population) axis across the mesh's devices.
+
+    Every process holds the whole (small) host value and contributes the shards of its own
+    devices, so the same call works on one host and on many.
+    """
+    sharding = NamedSharding(mesh, PartitionSpec(POP_AXIS))
+
+    def place(x):
+        host = np.asarray(x)
+        return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
+
+    return jax.tree.map(place, tree)
+
+
+def initialize_distributed(coordinator: str | None = None, num_processes: int | None = None,
+                           process_id: int | None = None, auto: bool = False) -> None:
+    """Join a multi-process (multi-host) run through JAX's own distributed runtime.
+
+    Explicit options win; `auto` lets JAX detect a cluster scheduler (SLURM, Open MPI, …) or
+    read the usual environment variables. CPU processes talk through gloo collectives.
+    """
+    if coordinator is None and not auto:
+        return
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU only; GPUs use NCCL
+    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
+                               process_id=process_id)
+
+
+def is_multiprocess() -> bool:
+    return jax.process_count() > 1
+
+
+def to_host(x) -> np.ndarray:
+    """A (possibly multi-process) array as a full host numpy array, on every process."""
+    if is_multiprocess():
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
+
+
+def member(tree, i: int, mesh: Mesh):
+    """Member `i` of a sharded population pytree, as host numpy arrays on every process."""
+    pick = jax.jit(lambda t, j: jax.tree.map(lambda x: x[j], t),
+                   out_shardings=NamedSharding(mesh, PartitionSpec()))
+    return jax.tree.map(np.asarray, pick(tree, i))
+
+
+def barrier(name: str) -> None:
+    """Wait for every process (no-op in a single-process run)."""
+    if is_multiprocess():
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)

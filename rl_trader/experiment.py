@@ -10,6 +10,7 @@ best epoch and the latest). At the end each fold's best checkpoint is restored a
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -33,10 +34,14 @@ from rl_trader.checkpoint import (
 from rl_trader.config import RunConfig
 from rl_trader.data import SYNTHETIC_PREFIX, Bars, load
 from rl_trader.devices import (
+    barrier,
     describe_device,
+    is_multiprocess,
+    member,
     padded_size,
     population_mesh,
     shard_population,
+    to_host,
 )
 from rl_trader.errors import InputError
 from rl_trader.features import MarketFeatures, compute_features
@@ -47,7 +52,6 @@ from rl_trader.population import (
     grid,
     members_of,
     population_inputs,
-    take,
 )
 from rl_trader.scoring import score_folds, sharpe_of
 from rl_trader.tensorboard import ScalarWriter
@@ -162,13 +166,18 @@ def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
     it.
     """
     cfg, folds = prep.cfg, prep.folds
-    if not resume:
+    main = jax.process_index() == 0
+    if resume and is_multiprocess():
+        raise InputError("option --resume: a multi-process run cannot be resumed yet; "
+                         "resume it with a single process")
+    if main and not resume:
         open_run_dir(run_dir, overwrite)
-    with RunLock(run_dir):
-        if not resume:
+    with RunLock(run_dir) if main else contextlib.nullcontext():
+        if main and not resume:
             write_json(run_dir / "config.json", cfg.to_dict())
             write_json(run_dir / "folds.json", {"folds": [f.to_dict() for f in folds]})
-        return _run_locked(prep, run_dir, resume, log, devices)
+        barrier("run_dir")
+        return _run_locked(prep, run_dir, resume, log if main else (lambda _: None), devices)
 
 
 def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None],
@@ -189,17 +198,25 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
     pop = Population(make_train(cfg, ppy, val_len), mesh)
     n_epochs = cfg.train.epochs
     runners = pop.init(keys, data)
-    state = {"runners": _rows(runners, 0, n_members),  # saved without the pad members
+    multi, pid = is_multiprocess(), jax.process_index()
+    template = member(runners.learner, 0, mesh)  # host copy: restore template, fingerprint
+    state = {"runners": None if multi else _rows(runners, 0, n_members),  # no pad members
              "val_returns": np.zeros((n_epochs, n_members, val_len)),
              "metrics": {name: np.zeros((n_epochs, n_members))
                          for name in EpochMetrics.__dataclass_fields__}}
     meta = {"epochs_done": 0, "stopped": {}, "epoch_seconds": [],
             "data_sha256": prep.bars.sha256, "folds": [f.to_dict() for f in folds]}
-    fp = fingerprint(take(state["runners"].learner.params, 0), cfg.net, len(cfg.env.magnitudes))
-    ckpts = [FoldCheckpoints(run_dir / f"fold_{f.index}" / "checkpoints", fp,
-                             {"config": cfg.to_dict(), "fold": f.to_dict(),
-                              "data_sha256": prep.bars.sha256}) for f in folds]
-    saved = ResumeState(run_dir / "resume")
+    fp = fingerprint(template.params, cfg.net, len(cfg.env.magnitudes))
+
+    def fold_checkpoints(f: Fold, owner: int | None) -> FoldCheckpoints:
+        return FoldCheckpoints(run_dir / f"fold_{f.index}" / "checkpoints", fp,
+                               {"config": cfg.to_dict(), "fold": f.to_dict(),
+                                "data_sha256": prep.bars.sha256}, process=owner)
+
+    # Process 0 writes every fold's checkpoints (orbax's item handlers write from process 0
+    # only); the others take part in gathering each saved member to the host.
+    ckpts = [fold_checkpoints(f, 0 if multi else None) if pid == 0 else None for f in folds]
+    saved = None if multi else ResumeState(run_dir / "resume")
     if resume and saved.latest_epoch() is not None:
         state, meta = saved.restore(state)
         runners = shard_population(_pad(state["runners"], len(padded)), mesh)
@@ -213,8 +230,10 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
                              f"{prep.bars.sha256[:12]}… now); start a new run instead")
         log(f"resuming after epoch {meta['epochs_done']} of {n_epochs}")
     for c in ckpts:  # epochs saved by a run killed after its last resume point
-        c.delete_after(meta["epochs_done"] - 1)
-    writers = [ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}") for f in folds]
+        if c is not None:
+            c.delete_after(meta["epochs_done"] - 1)
+    writers = [ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}") if pid == 0 else None
+               for f in folds]
     by_fold = [[i for i, m in enumerate(members) if m.fold == f.index] for f in folds]
     eval_keys = shard_population(
         _pad(jax.random.split(jax.random.PRNGKey(cfg.seed), n_members), len(padded)), mesh)
@@ -224,14 +243,14 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
         fault_point(f"epoch:{epoch}")
         val = pop.evaluate(policy_params(runners.learner, cfg.train.eval_params), data,
                            data.val[:, 0], val_len, eval_keys)
-        val_returns = np.asarray(val.returns, np.float64)
-        finite = np.concatenate([np.asarray(_finite(runners, metrics)),
+        val_returns = to_host(val.returns).astype(np.float64)
+        finite = np.concatenate([to_host(_finite(runners, metrics)),
                                  np.isfinite(val_returns).all(1, keepdims=True)], 1)
         state["val_returns"][epoch] = val_returns[:n_members]
         for name, v in vars(metrics).items():
-            state["metrics"][name][epoch] = np.asarray(v)[:n_members]
+            state["metrics"][name][epoch] = to_host(v)[:n_members]
         val_sh = [sharpe_of(r, ppy) for r in state["val_returns"][epoch]]
-        weights = np.asarray(val.market_weights).mean(1)  # [P, F]
+        weights = to_host(val.market_weights).mean(1)  # [P, F]
         meta["epoch_seconds"].append(time.time() - t_epoch)
         for k, idx in enumerate(by_fold):
             if str(k) in meta["stopped"]:
@@ -247,11 +266,14 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
                 continue
             best = max(idx, key=lambda i: val_sh[i])
             m = members[best]
-            ckpts[k].save(epoch, take(runners.learner, best), val_sh[best],
-                          {"seed": m.seed, "setting": settings[m.setting]})
+            learner = member(runners.learner, best, mesh)  # collective: every process
+            if ckpts[k] is not None:
+                ckpts[k].save(epoch, learner, val_sh[best],
+                              {"seed": m.seed, "setting": settings[m.setting]})
             fault_point(f"saving:{epoch}")
             mean = {name: float(v[epoch, idx].mean()) for name, v in state["metrics"].items()}
-            writers[k].scalars(epoch, {**mean, "val_sharpe": val_sh[best], **{
+            if writers[k] is not None:
+                writers[k].scalars(epoch, {**mean, "val_sharpe": val_sh[best], **{
                 f"vsn/{n}": float(x)
                 for n, x in zip(prep.features.names, weights[best], strict=True)}})
             log(f"fold {k} epoch {epoch + 1}/{n_epochs}  loss {mean['loss']:.4f}"
@@ -259,27 +281,36 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
                 f"  ε {mean['epsilon']:.3f}  val Sharpe {val_sh[best]:+.3f}"
                 f"  {time.time() - t_start:6.1f}s")
         meta["epochs_done"] = epoch + 1
-        state["runners"] = _rows(runners, 0, n_members)
-        saved.save(epoch, state, meta)
+        if saved is not None:
+            state["runners"] = _rows(runners, 0, n_members)
+            saved.save(epoch, state, meta)
         fault_point(f"saved:{epoch}")
-    saved.close()
+    stopped = [meta["stopped"][k]["message"] for k in sorted(meta["stopped"], key=int)]
+    if saved is not None:
+        saved.close()
     fault_point("scoring")
     for w in writers:
-        w.close()
+        if w is not None:
+            w.close()
+    if pid != 0:  # process 0 scores every fold and writes the summary
+        barrier("scored")
+        return {"stopped": stopped}
     records = _records(state, meta, members, by_fold, ppy)
-    summary = score_folds(prep, run_dir, pop, runners, ckpts, fold_data, *records)
+    summary = score_folds(prep, run_dir, pop, template, ckpts, fold_data, *records)
     summary["fingerprint"] = fp
-    summary["stopped"] = [meta["stopped"][k]["message"]
-                          for k in sorted(meta["stopped"], key=int)]
+    summary["stopped"] = stopped
     write_json(run_dir / "summary.json", summary)
     write_json(run_dir / "timings.json", {
         "seconds_total": time.time() - t_start, "seconds_per_epoch": meta["epoch_seconds"],
         "members": n_members, "devices": int(mesh.devices.size),
+        "processes": jax.process_count(),
         "device": describe_device()})
     from rl_trader.report import write_report
 
     write_report(run_dir)
-    shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
+    if saved is not None:
+        shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
+    barrier("scored")
     return summary
 
 

@@ -90,13 +90,14 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
     return entry
 
 
-def score_folds(prep: Prepared, run_dir: Path, pop: Population, runners,
+def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                 ckpts: list[FoldCheckpoints], fold_data: list[FoldData], history, trials,
                 val_matrix) -> dict:
-    """Restore each fold's best checkpoint, score it once on test; the summary's content."""
+    """Restore each fold's best checkpoint into `template` (a learner state), score it once on
+    test; the summary's content."""
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]
-    learners = {k: ckpts[k].restore(take(runners.learner, 0)) for k in scored}
+    learners = {k: ckpts[k].restore(template) for k in scored}
     for k in scored:
         export_safetensors(policy_params(learners[k], cfg.train.eval_params),
                            run_dir / f"fold_{folds[k].index}" / "best_params.safetensors")
