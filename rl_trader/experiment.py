@@ -273,9 +273,9 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
             fault_point(f"saving:{epoch}")
             mean = {name: float(v[epoch, idx].mean()) for name, v in state["metrics"].items()}
             if writers[k] is not None:
-                writers[k].scalars(epoch, {**mean, "val_sharpe": val_sh[best], **{
-                f"vsn/{n}": float(x)
-                for n, x in zip(prep.features.names, weights[best], strict=True)}})
+                vsn = {f"vsn/{n}": float(x)
+                       for n, x in zip(prep.features.names, weights[best], strict=True)}
+                writers[k].scalars(epoch, {**mean, "val_sharpe": val_sh[best], **vsn})
             log(f"fold {k} epoch {epoch + 1}/{n_epochs}  loss {mean['loss']:.4f}"
                 f"  td {mean['td_abs']:.3f}  aux {mean['aux_loss']:.3f}"
                 f"  ε {mean['epsilon']:.3f}  val Sharpe {val_sh[best]:+.3f}"
