@@ -203,7 +203,7 @@ def discard_unstarted(run_dir: Path, existed: bool) -> None:
     """After a failed start, leave `run_dir` as it was: a run that failed before its fold
     layout was written (no folds.json, so nothing to resume) is removed, or emptied when the
     directory existed (empty) before. Never while another process holds the directory."""
-    from rl_trader.experiment import RunLock
+    from rl_trader.rundir import RunLock
 
     if not run_dir.is_dir() or (run_dir / "folds.json").exists():
         return

@@ -68,7 +68,7 @@ def test_resume_refuses_options_and_missing_runs(tmp_path, capsys):
 
 def test_lock_stops_a_second_writer(tmp_path):
     from rl_trader.errors import InputError
-    from rl_trader.experiment import RunLock
+    from rl_trader.rundir import RunLock
 
     with RunLock(tmp_path):
         with pytest.raises(InputError, match="in use by pid"):
