@@ -1,9 +1,12 @@
 """Shared test helpers: random observations and host-filled network params."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl_trader.config import AgentConfig, FoldConfig, RunConfig, TrainConfig, preset
 from rl_trader.networks import Obs
 
 F, L, P = 3, 5, 5  # market vars, look-back, portfolio vars of the small test networks
@@ -36,3 +39,14 @@ def init_params(module, *args, seed=0):
         return jnp.asarray(x, s.dtype)
 
     return jax.tree_util.tree_map_with_path(fill, shapes)
+
+
+def tiny_config(n_envs: int = 4) -> RunConfig:
+    """A seconds-long run on the CPU: smoke network, 2 folds of a 1,200-bar AR(1) market."""
+    smoke = preset("smoke")
+    return dataclasses.replace(
+        smoke,
+        data=dataclasses.replace(smoke.data, path="synthetic:ar1:1200:1"),
+        folds=FoldConfig(n_folds=2),
+        agent=AgentConfig(batch_size=8, replay_capacity=32, n_step=2),
+        train=TrainConfig(epochs=2, n_envs=n_envs, steps_per_epoch=12, prefill_steps=4))

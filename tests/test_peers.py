@@ -3,7 +3,6 @@
 Skipped where stable-baselines3 / gymnasium are not installed (they are benchmark-only).
 """
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -12,19 +11,14 @@ pytest.importorskip("gymnasium")
 pytest.importorskip("stable_baselines3")
 
 import jax.numpy as jnp  # noqa: E402
+from helpers import tiny_config  # noqa: E402
 
 from experiments import peers  # noqa: E402
 from rl_trader import env  # noqa: E402
-from rl_trader.config import AgentConfig, FoldConfig, TrainConfig, preset  # noqa: E402
 from rl_trader.experiment import prepare  # noqa: E402
 from rl_trader.market import observe  # noqa: E402
 
-CFG = dataclasses.replace(
-    preset("smoke"),
-    data=dataclasses.replace(preset("smoke").data, path="synthetic:ar1:1200:1"),
-    folds=FoldConfig(n_folds=2),
-    agent=AgentConfig(batch_size=8, replay_capacity=32, n_step=2),
-    train=TrainConfig(epochs=2, n_envs=2, steps_per_epoch=12, prefill_steps=4))
+CFG = tiny_config(n_envs=2)
 
 
 @pytest.fixture(scope="module")

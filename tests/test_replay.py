@@ -61,6 +61,17 @@ SINGLE_CASES = {
 }
 
 
+def check_sample(b, expected: dict) -> np.ndarray:
+    """Every sampled window starts at an expected bar and has its (return, discount, bootstrap
+    bar); returns the expected rows in sample order."""
+    assert set(np.asarray(b.bar_tm1).tolist()) == set(expected)
+    want = np.asarray([expected[int(x)] for x in b.bar_tm1])
+    np.testing.assert_allclose(b.return_t, want[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(b.discount_t, want[:, 1], rtol=1e-6)
+    np.testing.assert_array_equal(b.bar_t, want[:, 2].astype(int))
+    return want
+
+
 @pytest.mark.parametrize("case", list(SINGLE_CASES))
 def test_n_step_window_by_hand(case):
     last_at, term_at, ret, discount, bar_t = SINGLE_CASES[case]
@@ -100,12 +111,7 @@ def test_ring_wraps_around(truncate_row4):
     else:
         expected = {102: (3 + 0.5 * 4 + 0.25 * 5, 0.125, 105),
                     103: (4 + 0.5 * 5 + 0.25 * 6, 0.125, 106)}
-    b = sample(buf, jax.random.key(1), 256, 3, GAMMA)
-    assert set(np.asarray(b.bar_tm1).tolist()) == set(expected)
-    want = np.asarray([expected[int(x)] for x in b.bar_tm1])
-    np.testing.assert_allclose(b.return_t, want[:, 0], rtol=1e-6)
-    np.testing.assert_allclose(b.discount_t, want[:, 1], rtol=1e-6)
-    np.testing.assert_array_equal(b.bar_t, want[:, 2].astype(int))
+    check_sample(sample(buf, jax.random.key(1), 256, 3, GAMMA), expected)
 
 
 def two_env_rows(n_rows):
@@ -131,11 +137,7 @@ def test_many_samples_two_envs_by_hand():
         1031: (40.0, 0.0, 1032),
     }
     b = sample(buf, jax.random.key(2), 1024, 2, GAMMA)
-    assert set(np.asarray(b.bar_tm1).tolist()) == set(expected)
-    want = np.asarray([expected[int(x)] for x in b.bar_tm1])
-    np.testing.assert_allclose(b.return_t, want[:, 0], rtol=1e-6)
-    np.testing.assert_allclose(b.discount_t, want[:, 1], rtol=1e-6)
-    np.testing.assert_array_equal(b.bar_t, want[:, 2].astype(int))
+    want = check_sample(b, expected)
     np.testing.assert_array_equal(b.portfolio_t[:, 0], want[:, 2] - 0.5)
     np.testing.assert_array_equal(b.portfolio_tm1[:, 0], np.asarray(b.bar_tm1, np.float32))
 

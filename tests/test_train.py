@@ -7,19 +7,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import tiny_config
 
-from rl_trader.config import AgentConfig, FoldConfig, TrainConfig, preset
 from rl_trader.experiment import prepare
 from rl_trader.market import make_fold_data
 from rl_trader.metrics import sharpe
 from rl_trader.train import Runner, jit_single, make_train
 
-CFG = dataclasses.replace(
-    preset("smoke"),
-    data=dataclasses.replace(preset("smoke").data, path="synthetic:ar1:1200:1"),
-    folds=FoldConfig(n_folds=2),
-    agent=AgentConfig(batch_size=8, replay_capacity=32, n_step=2),
-    train=TrainConfig(epochs=2, n_envs=4, steps_per_epoch=12, prefill_steps=4))
+CFG = tiny_config(n_envs=4)
 
 
 @pytest.fixture(scope="module")
