@@ -31,7 +31,7 @@ import numpy as np
 from experiments.multi_fold import enable_compilation_cache
 from rl_trader import env
 from rl_trader.agent import HParams
-from rl_trader.config import NetConfig, RunConfig, preset
+from rl_trader.config import PRECISIONS, RunConfig, preset
 
 
 def _device_info() -> dict:
@@ -164,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=200, help="env steps per epoch measured")
     p.add_argument("--peer-steps", type=int, default=20_000, help="env steps for the peers")
     p.add_argument("--devices", type=int, default=1, help="devices for the population section")
+    p.add_argument("--precision", choices=PRECISIONS, default="tf32",
+                   help="matmul precision of the network (see NetConfig.precision)")
     p.add_argument("--out", default="bench.json")
     args = p.parse_args(argv)
     enable_compilation_cache()
@@ -172,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     on_gpu = jax.devices()[0].platform == "gpu"
     base = preset("default")
     base = dataclasses.replace(base, train=dataclasses.replace(base.train,
-                                                               steps_per_epoch=args.steps))
+                                                               steps_per_epoch=args.steps),
+                               net=dataclasses.replace(base.net, precision=args.precision))
     result: dict = {"device": _device_info(), "date": time.strftime("%Y-%m-%d"),
                     "command": " ".join(sys.argv)}
 
@@ -211,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     if "width" in sections:
         result["width"] = []
         for hidden, trunk in ((16, 32), (32, 64), (64, 128), (128, 256)):
-            cfg = dataclasses.replace(base, net=NetConfig(hidden=hidden, trunk=trunk,
-                                                          context=hidden))
+            cfg = dataclasses.replace(base, net=dataclasses.replace(
+                base.net, hidden=hidden, trunk=trunk, context=hidden))
             r = population_epoch(cfg, sizes[0], devices=args.devices)
             result["width"].append(r)
             save()

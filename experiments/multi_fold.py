@@ -35,11 +35,15 @@ OVERRIDES = {
     "--commission-bps": ("env", "commission_bps", float, "commission, bps of traded notional"),
     "--slippage-bps": ("env", "slippage_bps", float, "slippage, bps of traded notional"),
     "--envs": ("train", "n_envs", int, "parallel training envs"),
-    "--seeds": ("train", "seeds", int, "seeds per fold (and setting), trained together"),
+    "--seeds": ("train", "seeds", int, "seeds per fold (and setting), trained together; "
+                "their ensemble (mean greedy position) is the fold's policy"),
     "--eval-params": ("train", "eval_params", str,
                       "greedy policy from the online or the target (EMA) params"),
     "--steps-per-epoch": ("train", "steps_per_epoch", int, "env steps per env per epoch"),
     "--lookback": ("features", "lookback", int, "look-back window in bars"),
+    "--precision": ("net", "precision", str,
+                    "matmul precision: tf32 (backend default), fp32 (exact) or bf16; "
+                    "params stay float32"),
 }
 
 
@@ -103,7 +107,8 @@ def parse_sweep(items: list[str]) -> tuple[tuple[str, tuple[float, ...]], ...]:
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The preset, with every option given on the command line applied."""
     cfg = preset(args.preset)
-    sections = {name: getattr(cfg, name) for name in ("agent", "env", "train", "features")}
+    sections = {name: getattr(cfg, name)
+                for name in ("agent", "env", "train", "features", "net")}
     for opt, (section, fld, _, _) in OVERRIDES.items():
         value = getattr(args, opt.lstrip("-").replace("-", "_"))
         if value is not None:
@@ -126,7 +131,7 @@ def enable_compilation_cache() -> str | None:
     import jax
 
     jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # cache every program
     return path
 
 

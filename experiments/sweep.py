@@ -4,7 +4,9 @@
         --grid obs_noise=0,0.5 --seeds 2 [--preset default] [--epochs E] [--out sweep.json]
 
 Prints, per setting, the validation Sharpe of every fold at the main job's selection (best over
-epochs and seeds) and their mean, and writes them as JSON. Test blocks are never evaluated here:
+epochs and seeds) and their mean, and writes them as JSON (with every member's validation Sharpe
+per epoch; its per-bar validation returns [member, epoch, bar] go to the `.npz` beside it, for
+split-half checks of the selection). Test blocks are never evaluated here:
 choose on validation, then run the main job once with the chosen values.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -34,18 +37,17 @@ def parse_grid(items: list[str]) -> dict[str, list[float]]:
     return axes
 
 
-def oracle_val_sharpes(cfg, prep, folds, val_len: int) -> list[float] | None:
-    """The planted-signal oracle's validation Sharpe per fold (synthetic data only)."""
+def oracle_val_returns(cfg, prep, folds, val_len: int) -> list[np.ndarray] | None:
+    """The planted-signal oracle's per-bar validation returns per fold (synthetic data only)."""
     from rl_trader.data import SYNTHETIC_PREFIX
     from rl_trader.data.synthetic import from_spec
     from rl_trader.evaluate import oracle_rollout
-    from rl_trader.metrics import sharpe
 
     if not (cfg.data.path or "").startswith(SYNTHETIC_PREFIX):
         return None
     signal = jax.numpy.asarray(from_spec(cfg.data.path).signal, jax.numpy.float32)
-    return [float(sharpe(np.asarray(oracle_rollout(signal, d, d.val[0], val_len, cfg).returns,
-                                    np.float64), prep.periods_per_year)) for d in folds]
+    return [np.asarray(oracle_rollout(signal, d, d.val[0], val_len, cfg).returns, np.float64)
+            for d in folds]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         result = jax.jit(jax.vmap(trainer.train))(keys, data, hps)
         val = np.asarray(result.val_sharpe)  # [P, E]
+        val_returns = np.asarray(result.val_returns)  # [P, E, V]
         seconds = time.time() - t0
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -95,13 +98,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['mean_val_sharpe']:+.3f}  [{folds_txt}]  {swept}")
     print(f"{len(members)} members × {cfg.train.epochs} epochs in {seconds:.1f}s "
           "(compile included)")
-    oracle = oracle_val_sharpes(cfg, prep, folds, val_len)
+    from rl_trader.metrics import sharpe
+
+    oracle_returns = oracle_val_returns(cfg, prep, folds, val_len)
+    oracle = (None if oracle_returns is None else
+              [float(sharpe(r, prep.periods_per_year)) for r in oracle_returns])
     if oracle is not None:
         print("oracle val Sharpe by fold: " + " ".join(f"{x:+.2f}" for x in oracle))
     if args.out:
+        per_member = [{"fold": m.fold, "setting": m.setting, "seed": m.seed,
+                       "val_sharpe_by_epoch": [float(x) for x in v]}
+                      for m, v in zip(members, val, strict=True)]
         with open(args.out, "w") as fh:
             json.dump({"axes": axes, "rows": rows, "seconds": seconds, "oracle": oracle,
-                       "members": len(members), "config": cfg.to_dict()}, fh, indent=2)
+                       "members": per_member, "config": cfg.to_dict()}, fh, indent=2)
+        np.savez_compressed(Path(args.out).with_suffix(".npz"), val_returns=val_returns,
+                            fold=[m.fold for m in members], setting=[m.setting for m in members],
+                            seed=[m.seed for m in members],
+                            **({} if oracle_returns is None else
+                               {"oracle_val_returns": np.stack(oracle_returns)}))
     return 0
 
 

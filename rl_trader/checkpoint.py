@@ -45,10 +45,12 @@ def fingerprint(params: Any, net_cfg: NetConfig, n_magnitudes: int) -> str:
     """Stable hash (16 hex chars) of the params' (path, shape, dtype) and the network config.
 
     Independent of the parameter values (abstract `jax.eval_shape` trees work too); changes with
-    any leaf's path, shape or dtype, any `NetConfig` field or the number of magnitudes.
+    any leaf's path, shape or dtype, any `NetConfig` field but the matmul precision (the
+    params are float32 in every case) or the number of magnitudes.
     """
     leaves = sorted((k, list(v.shape), str(np.dtype(v.dtype))) for k, v in _flat(params).items())
-    blob = json.dumps({"leaves": leaves, "net": dataclasses.asdict(net_cfg),
+    net = {k: v for k, v in dataclasses.asdict(net_cfg).items() if k != "precision"}
+    blob = json.dumps({"leaves": leaves, "net": net,
                        "n_magnitudes": int(n_magnitudes)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -9,6 +9,8 @@ ignored, so results do not depend on the layout.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -83,11 +85,18 @@ def to_host(x) -> np.ndarray:
     return np.asarray(x)
 
 
-def member(tree, i: int, mesh: Mesh):
-    """Member `i` of a sharded population pytree, as host numpy arrays on every process."""
-    pick = jax.jit(lambda t, j: jax.tree.map(lambda x: x[j], t),
+@functools.cache
+def _picker(mesh: Mesh, size: int):
+    """One jitted gather per (mesh, size); the start is traced, so picking never recompiles."""
+    return jax.jit(lambda t, i: jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, i, size),
+                                             t),
                    out_shardings=NamedSharding(mesh, PartitionSpec()))
-    return jax.tree.map(np.asarray, pick(tree, i))
+
+
+def rows(tree, start: int, size: int, mesh: Mesh):
+    """Members [start, start + size) of a sharded population pytree, as host numpy arrays on
+    every process (a collective in a multi-process run)."""
+    return jax.tree.map(np.asarray, _picker(mesh, size)(tree, np.int32(start)))
 
 
 def barrier(name: str) -> None:

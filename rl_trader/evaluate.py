@@ -55,15 +55,18 @@ def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: 
 
 
 def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
-    """The agent's greedy policy (argmax per branch)."""
+    """The agent's greedy policy. `params` stack an ensemble of S agents on a leading axis;
+    each takes its greedy action (argmax per branch) and the position is their mean target,
+    p* = (1/S) Σ_s p*_s (S = 1: a single agent). VSN weights are averaged likewise."""
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    apply = jax.vmap(net.apply, in_axes=(0, None))
 
     def decide(key, state, port):
         del key
-        q = net.apply(params, observe(data, state.t, port, cfg.features.lookback))
-        target = env.target_fraction(jnp.argmax(q.q_direction), jnp.argmax(q.q_magnitude),
-                                     cfg.env)
-        return target, q.market_weights, q.portfolio_weights
+        q = apply(params, observe(data, state.t, port, cfg.features.lookback))
+        targets = env.target_fraction(jnp.argmax(q.q_direction, -1),
+                                      jnp.argmax(q.q_magnitude, -1), cfg.env)
+        return targets.mean(), q.market_weights.mean(0), q.portfolio_weights.mean(0)
 
     return decide
 

@@ -2,8 +2,10 @@
 
 The population is every (fold, hyper-parameter setting, seed); each member starts from its own
 fresh state (`Trainer.init`) and all train together, one jitted, vmapped program per epoch.
-After each epoch every member is rolled out greedily on its fold's validation block; per fold,
-the member with the best validation Sharpe that epoch is checkpointed (orbax keeps the fold's
+The policy of a (fold, setting) is the **ensemble of its seeds**: each seed's greedy target
+position, averaged (`evaluate.greedy_decide`), which cuts the seed-to-seed variance of single
+agents. After each epoch every ensemble is rolled out on its fold's validation block; per fold,
+the ensemble with the best validation Sharpe that epoch is checkpointed (orbax keeps the fold's
 best epoch and the latest). At the end each fold's best checkpoint is restored and scored
 **once** on its test block, beside the baselines on the same bars with the same costs.
 """
@@ -33,9 +35,9 @@ from rl_trader.devices import (
     barrier,
     describe_device,
     is_multiprocess,
-    member,
     padded_size,
     population_mesh,
+    rows,
     shard_population,
     to_host,
 )
@@ -45,9 +47,11 @@ from rl_trader.folds import Fold, format_folds, make_folds
 from rl_trader.market import make_fold_data
 from rl_trader.population import (
     Population,
+    ensembles,
     grid,
     members_of,
     population_inputs,
+    stack,
 )
 from rl_trader.rundir import RunLock, fault_point, open_run_dir, write_json
 from rl_trader.scoring import score_folds, sharpe_of
@@ -130,22 +134,24 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
     log(format_folds(folds, prep.bars.dates))
     t_start = time.time()
     settings = grid(cfg, {k: list(v) for k, v in cfg.sweep})
-    members = members_of(len(folds), len(settings), list(range(cfg.train.seeds)))
+    n_seeds = cfg.train.seeds
+    members = members_of(len(folds), len(settings), list(range(n_seeds)))
+    groups = members[::n_seeds]  # ensemble g = members [g·S, (g+1)·S): one (fold, setting)
     fold_data = [make_fold_data(prep.bars.open, prep.bars.close, prep.features, f,
                                 cfg.features.clip) for f in folds]
     mesh = population_mesh(devices)
     n_members = len(members)
     padded = members + [members[0]] * (padded_size(n_members, mesh) - n_members)
-    keys, data, hps = shard_population(
-        population_inputs(padded, fold_data, settings, cfg.seed), mesh)
+    inputs = population_inputs(padded, fold_data, settings, cfg.seed)  # host numpy
+    keys, data, hps = shard_population(inputs, mesh)
     val_len = folds[0].val[1] - folds[0].val[0]
     pop = Population(make_train(cfg, ppy, val_len), mesh)
     n_epochs = cfg.train.epochs
     runners = pop.init(keys, data)
     multi, pid = is_multiprocess(), jax.process_index()
-    template = member(runners.learner, 0, mesh)  # host copy: restore template, fingerprint
+    template = rows(runners.learner, 0, n_seeds, mesh)  # host copy: restore template
     state = {"runners": None if multi else _rows(runners, 0, n_members),  # no pad members
-             "val_returns": np.zeros((n_epochs, n_members, val_len)),
+             "val_returns": np.zeros((n_epochs, len(groups), val_len)),
              "metrics": {name: np.zeros((n_epochs, n_members))
                          for name in EpochMetrics.__dataclass_fields__}}
     meta = {"epochs_done": 0, "stopped": {}, "epoch_seconds": [],
@@ -178,19 +184,20 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
             c.delete_after(meta["epochs_done"] - 1)
     writers = [ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}") if pid == 0 else None
                for f in folds]
-    by_fold = [[i for i, m in enumerate(members) if m.fold == f.index] for f in folds]
-    eval_keys = shard_population(
-        _pad(jax.random.split(jax.random.PRNGKey(cfg.seed), n_members), len(padded)), mesh)
+    by_fold = [[g for g, m in enumerate(groups) if m.fold == f.index] for f in folds]
+    members_by_fold = [[i for i, m in enumerate(members) if m.fold == f.index] for f in folds]
+    val_data = stack([fold_data[m.fold] for m in groups])  # host numpy, [G, ...]
+    eval_keys = jax.random.split(jax.random.PRNGKey(cfg.seed), len(groups))
     for epoch in range(meta["epochs_done"], n_epochs):
         t_epoch = time.time()
         runners, metrics = pop.epoch(runners, data, hps)
         fault_point(f"epoch:{epoch}")
-        val = pop.evaluate(policy_params(runners.learner, cfg.train.eval_params), data,
-                           data.val[:, 0], val_len, eval_keys)
+        acting = ensembles(policy_params(runners.learner, cfg.train.eval_params), len(groups),
+                           n_seeds)
+        val = pop.evaluate(acting, val_data, val_data.val[:, 0], val_len, eval_keys)
         val_returns = to_host(val.returns).astype(np.float64)
-        finite = np.concatenate([to_host(_finite(runners, metrics)),
-                                 np.isfinite(val_returns).all(1, keepdims=True)], 1)
-        state["val_returns"][epoch] = val_returns[:n_members]
+        finite = to_host(_finite(runners, metrics))
+        state["val_returns"][epoch] = val_returns
         for name, v in vars(metrics).items():
             state["metrics"][name][epoch] = to_host(v)[:n_members]
         val_sh = [sharpe_of(r, ppy) for r in state["val_returns"][epoch]]
@@ -199,23 +206,26 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
         for k, idx in enumerate(by_fold):
             if str(k) in meta["stopped"]:
                 continue
-            bad = [(i, w) for i in idx for w, ok in zip(FINITE_WHAT, finite[i], strict=True)
-                   if not ok]
+            bad = [(f"seed {members[i].seed}", w) for i in members_by_fold[k]
+                   for w, ok in zip(FINITE_WHAT[:3], finite[i], strict=True) if not ok]
+            bad += [("ensemble", FINITE_WHAT[-1]) for g in idx
+                    if not np.isfinite(val_returns[g]).all()]
             if bad:
-                i, what = bad[0]
+                who, what = bad[0]
                 meta["stopped"][str(k)] = {
                     "epoch": epoch, "message": f"fold {k} stopped at epoch {epoch}: non-finite "
-                                               f"{what} (seed {members[i].seed})"}
+                                               f"{what} ({who})"}
                 log(meta["stopped"][str(k)]["message"] + "; its last good checkpoint is kept")
                 continue
-            best = max(idx, key=lambda i: val_sh[i])
-            m = members[best]
-            learner = member(runners.learner, best, mesh)  # collective: every process
+            best = max(idx, key=lambda g: val_sh[g])
+            m = groups[best]
+            learner = rows(runners.learner, best * n_seeds, n_seeds, mesh)  # every process
             if ckpts[k] is not None:
                 ckpts[k].save(epoch, learner, val_sh[best],
-                              {"seed": m.seed, "setting": settings[m.setting]})
+                              {"seeds": n_seeds, "setting": settings[m.setting]})
             fault_point(f"saving:{epoch}")
-            mean = {name: float(v[epoch, idx].mean()) for name, v in state["metrics"].items()}
+            mean = {name: float(v[epoch, members_by_fold[k]].mean())
+                    for name, v in state["metrics"].items()}
             if writers[k] is not None:
                 vsn = {f"vsn/{n}": float(x)
                        for n, x in zip(prep.features.names, weights[best], strict=True)}
@@ -239,7 +249,7 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
     if pid != 0:  # process 0 scores every fold and writes the summary
         barrier("scored")
         return {"stopped": stopped}
-    records = _records(state, meta, members, by_fold, ppy)
+    records = _records(state, meta, groups, by_fold, members_by_fold, n_seeds, ppy)
     summary = score_folds(prep, run_dir, pop, template, ckpts, fold_data, *records)
     summary["fingerprint"] = fp
     summary["stopped"] = stopped
@@ -259,20 +269,23 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
 
 
 def _rows(tree, start: int, stop: int):
-    """Members [start, stop) of a population pytree (on the host's default placement)."""
-    return jax.tree.map(lambda x: x[start:stop], tree)
+    """Members [start, stop) of a single-process population pytree, as host numpy arrays."""
+    return jax.tree.map(lambda x: np.asarray(x)[start:stop], tree)
 
 
 def _pad(tree, size: int):
-    """Extend a population pytree to `size` members with copies of member 0 (ignored)."""
-    return jax.tree.map(lambda x: jnp.concatenate(
-        [x, jnp.repeat(x[:1], size - x.shape[0], axis=0)]), tree)
+    """Extend a population pytree to `size` members with copies of member 0 (ignored), on the
+    host (numpy, so no small program is compiled per leaf)."""
+    return jax.tree.map(lambda x: np.concatenate(
+        [np.asarray(x), np.repeat(np.asarray(x)[:1], size - x.shape[0], axis=0)]), tree)
 
 
-def _records(state: dict, meta: dict, members, by_fold, ppy: float) -> tuple:
-    """Per-fold epoch history, every trial, and the validation trial matrices, derived from
-    the saved per-epoch arrays (so a resumed run derives exactly what an uninterrupted one
-    would). Epochs from a fold's stop onwards are not trials."""
+def _records(state: dict, meta: dict, groups, by_fold, members_by_fold, n_seeds: int,
+             ppy: float) -> tuple:
+    """Per-fold epoch history, every trial (an ensemble's validation Sharpe at an epoch), and
+    the validation trial matrices, derived from the saved per-epoch arrays (so a resumed run
+    derives exactly what an uninterrupted one would). Epochs from a fold's stop onwards are
+    not trials."""
     history = [[] for _ in by_fold]
     trials: list[dict] = []
     val_matrix = [[] for _ in by_fold]
@@ -281,13 +294,13 @@ def _records(state: dict, meta: dict, members, by_fold, ppy: float) -> tuple:
         last = stop["epoch"] if stop else meta["epochs_done"]
         for epoch in range(last):
             val = state["val_returns"][epoch]
-            val_sh = {i: sharpe_of(val[i], ppy) for i in idx}
-            best = max(idx, key=lambda i: val_sh[i])
-            trials += [{"fold": k, "epoch": epoch, "seed": members[i].seed,
-                        "setting": members[i].setting, "val_sharpe": val_sh[i]} for i in idx]
+            val_sh = {g: sharpe_of(val[g], ppy) for g in idx}
+            best = max(idx, key=lambda g: val_sh[g])
+            trials += [{"fold": k, "epoch": epoch, "setting": groups[g].setting,
+                        "seeds": n_seeds, "val_sharpe": val_sh[g]} for g in idx]
             val_matrix[k].append(val[idx])
-            mean = {name: float(v[epoch, idx].mean()) for name, v in state["metrics"].items()}
+            mean = {name: float(v[epoch, members_by_fold[k]].mean())
+                    for name, v in state["metrics"].items()}
             history[k].append({"epoch": epoch, "val_sharpe": val_sh[best],
-                               "seed": members[best].seed, "setting": members[best].setting,
-                               **mean})
+                               "setting": groups[best].setting, **mean})
     return history, trials, val_matrix

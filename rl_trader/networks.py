@@ -40,15 +40,24 @@ class QOut:
     portfolio_weights: jax.Array  # [..., P]
 
 
+def numerics(precision: str) -> tuple[jnp.dtype, jax.lax.Precision]:
+    """(compute dtype, matmul precision) of a `NetConfig.precision`; params stay float32."""
+    return {"tf32": (jnp.float32, jax.lax.Precision.DEFAULT),
+            "fp32": (jnp.float32, jax.lax.Precision.HIGHEST),
+            "bf16": (jnp.bfloat16, jax.lax.Precision.DEFAULT)}[precision]
+
+
 class GLU(nn.Module):
     """Gated linear unit: σ(W₄x) ⊙ (W₅x), output width `features`."""
 
     features: int
+    precision: str = "tf32"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        gate = nn.Dense(self.features, name="gate")(x)
-        value = nn.Dense(self.features, name="value")(x)
+        dtype, prec = numerics(self.precision)
+        gate = nn.Dense(self.features, dtype=dtype, precision=prec, name="gate")(x)
+        value = nn.Dense(self.features, dtype=dtype, precision=prec, name="value")(x)
         return jax.nn.sigmoid(gate) * value
 
 
@@ -57,16 +66,21 @@ class GRN(nn.Module):
 
     features: int
     hidden: int | None = None
+    precision: str = "tf32"
 
     @nn.compact
     def __call__(self, a: jax.Array, context: jax.Array | None = None) -> jax.Array:
         hidden = self.hidden or self.features
-        h = nn.Dense(hidden, name="w2")(a)
+        dtype, prec = numerics(self.precision)
+        h = nn.Dense(hidden, dtype=dtype, precision=prec, name="w2")(a)
         if context is not None:
-            h = h + nn.Dense(hidden, use_bias=False, name="w3")(context)
-        h = nn.Dense(hidden, name="w1")(jax.nn.elu(h))
-        skip = a if a.shape[-1] == self.features else nn.Dense(self.features, name="skip")(a)
-        return nn.LayerNorm(name="norm")(skip + GLU(self.features, name="glu")(h))
+            h = h + nn.Dense(hidden, use_bias=False, dtype=dtype, precision=prec,
+                             name="w3")(context)
+        h = nn.Dense(hidden, dtype=dtype, precision=prec, name="w1")(jax.nn.elu(h))
+        skip = a if a.shape[-1] == self.features else nn.Dense(
+            self.features, dtype=dtype, precision=prec, name="skip")(a)
+        glu = GLU(self.features, self.precision, name="glu")(h)
+        return nn.LayerNorm(dtype=dtype, name="norm")(skip + glu)
 
 
 class VariableGRNs(nn.Module):
@@ -77,16 +91,19 @@ class VariableGRNs(nn.Module):
     """
 
     features: int
+    precision: str = "tf32"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         n_vars, d = x.shape[-1], self.features
         init = nn.initializers.lecun_normal(batch_axis=(0,))
+        dtype, prec = numerics(self.precision)
 
         def dense(name: str, n_in: int, h: jax.Array, eq: str) -> jax.Array:
             w = self.param(f"{name}_kernel", init, (n_vars, n_in, d))
             b = self.param(f"{name}_bias", nn.initializers.zeros, (n_vars, d))
-            return jnp.einsum(eq, h, w) + b
+            return jnp.einsum(eq, h.astype(dtype), w.astype(dtype), precision=prec) + b.astype(
+                dtype)
 
         xv = x[..., None]  # [..., V, 1]
         h = jax.nn.elu(dense("w2", 1, xv, "...vi,vid->...vd"))
@@ -95,26 +112,30 @@ class VariableGRNs(nn.Module):
             "value", d, h, "...vi,vid->...vd")
         skip = dense("skip", 1, xv, "...vi,vid->...vd")
         y = skip + glu
+        y = y.astype(jnp.float32)  # LayerNorm statistics in float32
         mean = y.mean(-1, keepdims=True)
         var = ((y - mean) ** 2).mean(-1, keepdims=True)
         scale = self.param("norm_scale", nn.initializers.ones, (n_vars, d))
         bias = self.param("norm_bias", nn.initializers.zeros, (n_vars, d))
-        return (y - mean) * jax.lax.rsqrt(var + 1e-6) * scale + bias
+        return ((y - mean) * jax.lax.rsqrt(var + 1e-6) * scale + bias).astype(dtype)
 
 
 class VSN(nn.Module):
     """Variable selection network over one feature group; returns (output [..., d], w [..., V])."""
 
     features: int
+    precision: str = "tf32"
 
     @nn.compact
     def __call__(self, x: jax.Array,
                  context: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
-        emb = VariableGRNs(self.features, name="variables")(x)  # [..., V, d]
+        emb = VariableGRNs(self.features, self.precision, name="variables")(x)  # [..., V, d]
         flat = emb.reshape(emb.shape[:-2] + (-1,))
-        logits = GRN(x.shape[-1], hidden=self.features, name="selector")(flat, context)
-        weights = jax.nn.softmax(logits, axis=-1)
-        return jnp.einsum("...v,...vd->...d", weights, emb), weights
+        logits = GRN(x.shape[-1], hidden=self.features, precision=self.precision,
+                     name="selector")(flat, context)
+        weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+        out = jnp.einsum("...v,...vd->...d", weights, emb.astype(jnp.float32))
+        return out.astype(emb.dtype), weights
 
 
 class QNetwork(nn.Module):
@@ -125,16 +146,23 @@ class QNetwork(nn.Module):
 
     @nn.compact
     def __call__(self, obs: Obs) -> QOut:
-        cfg = self.cfg
+        cfg, p = self.cfg, self.cfg.precision
+        dtype, prec = numerics(p)
+
+        def dense(n: int, name: str, x: jax.Array) -> jax.Array:  # a float32 head output
+            return nn.Dense(n, dtype=dtype, precision=prec, name=name)(x).astype(jnp.float32)
+
         window = obs.window.reshape(obs.window.shape[:-2] + (-1,))
-        context = jax.nn.elu(nn.Dense(cfg.context, name="lookback")(window))
-        market, w_market = VSN(cfg.hidden, name="market_vsn")(obs.market, context)
-        portfolio, w_port = VSN(cfg.hidden, name="portfolio_vsn")(obs.portfolio)
-        trunk = GRN(cfg.trunk, name="trunk")(jnp.concatenate([market, portfolio], -1), context)
-        value = nn.Dense(1, name="value")(trunk)
-        adv_dir = nn.Dense(3, name="adv_direction")(trunk)
-        adv_mag = nn.Dense(self.n_magnitudes, name="adv_magnitude")(trunk)
-        aux = nn.Dense(1, name="aux")(jnp.concatenate([market, context], -1))[..., 0]
+        context = jax.nn.elu(nn.Dense(cfg.context, dtype=dtype, precision=prec,
+                                      name="lookback")(window))
+        market, w_market = VSN(cfg.hidden, p, name="market_vsn")(obs.market, context)
+        portfolio, w_port = VSN(cfg.hidden, p, name="portfolio_vsn")(obs.portfolio)
+        trunk = GRN(cfg.trunk, precision=p, name="trunk")(
+            jnp.concatenate([market, portfolio], -1), context)
+        value = dense(1, "value", trunk)
+        adv_dir = dense(3, "adv_direction", trunk)
+        adv_mag = dense(self.n_magnitudes, "adv_magnitude", trunk)
+        aux = dense(1, "aux", jnp.concatenate([market, context], -1))[..., 0]
         return QOut(
             q_direction=value + adv_dir - adv_dir.mean(-1, keepdims=True),
             q_magnitude=value + adv_mag - adv_mag.mean(-1, keepdims=True),

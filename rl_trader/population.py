@@ -9,11 +9,12 @@ guarantees.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
 import jax
-import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rl_trader.agent import HParams
@@ -24,8 +25,9 @@ from rl_trader.train import Trainer
 
 
 def stack(trees: list) -> object:
-    """Stack a list of identically-shaped pytrees along a new leading axis."""
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+    """Stack identically-shaped pytrees along a new leading axis, on the host (numpy): an
+    eager `jnp.stack` would compile one small program per leaf shape."""
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *trees)
 
 
 @dataclass(frozen=True)
@@ -62,10 +64,10 @@ def population_inputs(members: list[Member], folds: list[FoldData],
     population, so a member trains exactly as it would alone.
     """
     root = jax.random.PRNGKey(run_seed)
-    keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(root, m.fold), m.seed)
-                      for m in members])
+    keys = np.stack([np.asarray(jax.random.fold_in(jax.random.fold_in(root, m.fold), m.seed))
+                     for m in members])
     data = stack([folds[m.fold] for m in members])
-    hps = stack([HParams(**{k: jnp.float32(v) for k, v in settings[m.setting].items()})
+    hps = stack([HParams(**{k: np.float32(v) for k, v in settings[m.setting].items()})
                  for m in members])
     return keys, data, hps
 
@@ -76,7 +78,7 @@ class Population:
     With a `mesh`, every output keeps its population axis sharded over the mesh (so the next
     epoch reuses the same compiled program); the population size must then be a multiple of
     the mesh's devices (`devices.padded_size`). `epoch` donates the runners (the replay and
-    states are updated in place on the device).
+    states are updated in place on the device). `evaluate` rolls out ensembles.
     """
 
     def __init__(self, trainer: Trainer, mesh: Mesh | None = None) -> None:
@@ -85,10 +87,19 @@ class Population:
             POP_AXIS))}
         self.init = jax.jit(jax.vmap(trainer.init), **out)
         self.epoch = jax.jit(jax.vmap(trainer.epoch), donate_argnums=0, **out)
+        # Over ensembles [G, S, ...] (see `ensembles`), whose count need not divide the mesh.
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, None, 0)),
-                                static_argnums=3, **out)
+                                static_argnums=3)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def ensembles(tree: object, n_groups: int, size: int) -> object:
+    """A population pytree [P, ...] in `members_of` order (pad members last) → [G, S, ...]:
+    group g = (fold, setting) holds its S seeds, the ensemble that acts as the fold's policy."""
+    return jax.tree.map(lambda x: x[:n_groups * size].reshape((n_groups, size) + x.shape[1:]),
+                        tree)
 
 
 def take(tree: object, i: int) -> object:
-    """Member `i` of a population pytree (leading axis)."""
-    return jax.tree.map(lambda x: x[i], tree)
+    """Member `i` of a population pytree (leading axis), as host numpy arrays."""
+    return jax.tree.map(lambda x: np.asarray(x)[i], tree)

@@ -47,7 +47,8 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
                 stitched: dict[str, list]) -> dict:
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
-    base = ev.baseline_rollouts(data, data.test[0], test_len, cfg, random_keys)
+    base = jax.tree.map(np.asarray, ev.baseline_rollouts(data, data.test[0], test_len, cfg,
+                                                         random_keys))
     rand = base.pop("random")
     policies = {"agent": agent, **base, "random": take(rand, 0)}
     metrics = {name: perf_of(r, ppy) for name, r in policies.items() if name != "random"}
@@ -65,7 +66,7 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
     entry = {
         "fold": f.index,
         "best_epoch": ckpt.best_epoch(),
-        "best_seed": meta["seed"],
+        "ensemble_seeds": meta["seeds"],
         "best_setting": meta["setting"],
         "val_sharpe": meta["val_sharpe"],
         "test_sharpe": metrics["agent"]["sharpe"],

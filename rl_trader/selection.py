@@ -1,6 +1,6 @@
 """The run's headline with its selection-bias statistics (PSR, DSR, MinTRL, PBO).
 
-Trials are every (fold, epoch, seed, setting) whose validation Sharpe was looked at when
+Trials are every (fold, epoch, setting) ensemble whose validation Sharpe was looked at when
 choosing; the DSR deflates the stitched test Sharpe by the expected maximum Sharpe of that many
 zero-skill trials, using the dispersion of the trials' validation Sharpes. PBO is computed per
 fold by CSCV over the fold's validation trial matrix [bars, trials] and averaged over folds.

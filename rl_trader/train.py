@@ -61,7 +61,7 @@ class EpochMetrics:
 class Trainer(NamedTuple):
     init: callable  # (key, fold) -> Runner
     epoch: callable  # (runner, fold, hp=None) -> (runner, EpochMetrics)
-    evaluate: callable  # (params, fold, start, length, key) -> Rollout
+    evaluate: callable  # (params [S, ...] of an ensemble, fold, start, length, key) -> Rollout
     train: callable  # (key, fold, hp=None) -> TrainResult
     network: QNetwork
 
@@ -71,6 +71,7 @@ class TrainResult:
     best_params: dict
     best_epoch: jax.Array
     val_sharpe: jax.Array  # [E]
+    val_returns: jax.Array  # [E, V] per-bar validation returns of each epoch's greedy policy
     metrics: EpochMetrics  # leaves [E]
 
 
@@ -174,21 +175,22 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
             runner, best_params, best_sharpe, best_epoch, i = carry
             runner, metrics = epoch(runner, fold, hp)
             acting = agent.policy_params(runner.learner, tcfg.eval_params)
-            val = evaluate(acting, fold, fold.val[0], val_length, runner.key)
+            val = evaluate(jax.tree.map(lambda x: x[None], acting), fold, fold.val[0],
+                           val_length, runner.key)  # an ensemble of one
             s = sharpe(val.returns, periods_per_year)
             better = s > best_sharpe
             best_params = jax.tree.map(lambda a, b: jnp.where(better, a, b),
                                        acting, best_params)
             carry = (runner, best_params, jnp.where(better, s, best_sharpe),
                      jnp.where(better, i, best_epoch), i + 1)
-            return carry, (s, metrics)
+            return carry, (s, metrics, val.returns)
 
         carry0 = (runner, runner.learner.params, jnp.float32(-jnp.inf), jnp.int32(0),
                   jnp.int32(0))
-        (_, best, _, best_epoch, _), (val_sharpes, metrics) = jax.lax.scan(
+        (_, best, _, best_epoch, _), (val_sharpes, metrics, val_returns) = jax.lax.scan(
             one_epoch, carry0, None, length=tcfg.epochs)
         return TrainResult(best_params=best, best_epoch=best_epoch, val_sharpe=val_sharpes,
-                           metrics=metrics)
+                           val_returns=val_returns, metrics=metrics)
 
     return Trainer(init=init, epoch=epoch, evaluate=evaluate, train=train, network=net)
 

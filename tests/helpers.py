@@ -49,4 +49,5 @@ def tiny_config(n_envs: int = 4) -> RunConfig:
         data=dataclasses.replace(smoke.data, path="synthetic:ar1:1200:1"),
         folds=FoldConfig(n_folds=2),
         agent=AgentConfig(batch_size=8, replay_capacity=32, n_step=2),
-        train=TrainConfig(epochs=2, n_envs=n_envs, steps_per_epoch=12, prefill_steps=4))
+        train=TrainConfig(epochs=2, n_envs=n_envs, steps_per_epoch=12, prefill_steps=4,
+                          seeds=1))

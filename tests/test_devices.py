@@ -18,7 +18,7 @@ import json, sys
 from experiments.multi_fold import main
 base = sys.argv[1]
 args = ["--preset", "smoke", "--data", "synthetic:ar1:1200:3", "--folds", "3", "--epochs", "1",
-        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8"]
+        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8", "--seeds", "3"]
 out = {}
 for n in (1, 2, 4):
     assert main(args + ["--devices", str(n), "--run-dir", f"{base}/d{n}"]) == 0
@@ -45,7 +45,8 @@ def layouts(tmp_path_factory):
 
 
 def test_same_results_on_1_2_and_4_devices(layouts):
-    """3 members on 2 or 4 devices need padding; the per-fold Sharpes must not move."""
+    """9 members (3 folds × 3-seed ensembles) on 2 or 4 devices need padding, and on 2 devices
+    an ensemble spans both; the per-fold Sharpes must not move."""
     assert [layouts[n]["devices"] for n in (1, 2, 4)] == [1, 2, 4]
     for n in (2, 4):
         np.testing.assert_allclose(layouts[n]["test"], layouts[1]["test"], atol=1e-4)

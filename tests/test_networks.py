@@ -211,3 +211,19 @@ def test_vsn_output_is_weighted_sum_of_embeddings():
     # The context conditions the selection weights.
     _, w2 = apply(params, x, c + 1.0)
     assert float(jnp.abs(w2 - w).max()) > 1e-6
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_precision_keeps_float32_params_and_outputs(precision):
+    """Lower matmul precision changes the products only: the same float32 params serve every
+    precision and the outputs stay float32 and close (bf16 keeps ~3 significant digits)."""
+    ref_net = QNetwork(NetConfig(hidden=8, trunk=16, context=8), 3)
+    net = QNetwork(NetConfig(hidden=8, trunk=16, context=8, precision=precision), 3)
+    obs = make_obs(3, (4,))
+    params = init_params(ref_net, obs)
+    chex.assert_trees_all_equal_shapes_and_dtypes(params, jax.eval_shape(net.init,
+                                                                         jax.random.key(0), obs))
+    ref, out = ref_net.apply(params, obs), net.apply(params, obs)
+    chex.assert_trees_all_equal_dtypes(ref, out)
+    tol = 0.1 if precision == "bf16" else 1e-5
+    chex.assert_trees_all_close(ref, out, atol=tol, rtol=tol)

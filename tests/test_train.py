@@ -86,7 +86,8 @@ def test_train_program_matches_the_host_loop(setup, train_jit):
     host = []
     for _ in range(CFG.train.epochs):
         runner, _ = trainer.epoch(runner, datas[0])
-        val = trainer.evaluate(runner.learner.params, datas[0], datas[0].val[0], val_len, key)
+        one = jax.tree.map(lambda x: x[None], runner.learner.params)  # an ensemble of one
+        val = trainer.evaluate(one, datas[0], datas[0].val[0], val_len, key)
         host.append(float(sharpe(val.returns, prep.periods_per_year)))
     np.testing.assert_allclose(np.asarray(result.val_sharpe), host, rtol=1e-4, atol=1e-5)
     assert int(result.best_epoch) == int(np.argmax(host))
