@@ -111,7 +111,7 @@ class AgentConfig:
     # (experiments.sweep; docs/benchmarks.md). Test blocks were not looked at.
     learning_rate: float = 1e-4
     weight_decay: float = 0.0  # decoupled (AdamW), per update, relative to the learning rate
-    obs_noise: float = 2.5  # std of Gaussian noise on normalised market inputs when learning
+    obs_noise: float = 1.5  # std of Gaussian noise on normalised market inputs when learning
     max_grad_norm: float = 10.0
     tau: float = 0.005  # weight on the online params in the target EMA
     gamma: float = 0.9

@@ -105,13 +105,15 @@ FINITE_WHAT = ("loss", "gradient", "parameters", "validation returns")
 
 def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
                    resume: bool = False, log: Callable[[str], None] = print,
-                   devices: int | None = None) -> dict:
+                   devices: int | None = None, validation_only: bool = False) -> dict:
     """Train the population, score each fold once on test, write the outputs; return summary.
 
     With `resume`, continue from the last completed epoch saved in `run_dir/resume/` (state of
     every member, replay and PRNG keys included), so the result equals an uninterrupted run's.
     The population is sharded over `devices` devices (default: all); results do not depend on
-    it.
+    it. With `validation_only` (hyper-parameter sweeps) no test block is touched: the summary
+    holds the validation records only, and `validation_returns.npz` every ensemble's per-bar
+    validation returns [epoch, ensemble, bar].
     """
     cfg, folds = prep.cfg, prep.folds
     main = jax.process_index() == 0
@@ -125,11 +127,12 @@ def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
             write_json(run_dir / "config.json", cfg.to_dict())
             write_json(run_dir / "folds.json", {"folds": [f.to_dict() for f in folds]})
         barrier("run_dir")
-        return _run_locked(prep, run_dir, resume, log if main else (lambda _: None), devices)
+        return _run_locked(prep, run_dir, resume, log if main else (lambda _: None), devices,
+                           validation_only)
 
 
 def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None],
-                devices: int | None) -> dict:
+                devices: int | None, validation_only: bool) -> dict:
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     log(format_folds(folds, prep.bars.dates))
     t_start = time.time()
@@ -163,8 +166,9 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
                                {"config": cfg.to_dict(), "fold": f.to_dict(),
                                 "data_sha256": prep.bars.sha256}, process=owner)
 
-    # Process 0 writes every fold's checkpoints (orbax's item handlers write from process 0
-    # only); the others take part in gathering each saved member to the host.
+    # Process 0 writes every fold's checkpoints: orbax writes numpy leaves from process 0 only
+    # (its NumpyHandler) and refuses host-local jax.Arrays in a multi-process run. Every
+    # process takes part in gathering each saved ensemble to the host.
     ckpts = [fold_checkpoints(f, 0 if multi else None) if pid == 0 else None for f in folds]
     saved = None if multi else ResumeState(run_dir / "resume")
     if resume and saved.latest_epoch() is not None:
@@ -250,7 +254,16 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
         barrier("scored")
         return {"stopped": stopped}
     records = _records(state, meta, groups, by_fold, members_by_fold, n_seeds, ppy)
-    summary = score_folds(prep, run_dir, pop, template, ckpts, fold_data, *records)
+    if validation_only:
+        summary = _validation_summary(prep, records, settings)
+        np.savez_compressed(run_dir / "validation_returns.npz",
+                            val_returns=state["val_returns"][:meta["epochs_done"]],
+                            fold=[m.fold for m in groups], setting=[m.setting for m in groups])
+        for c in ckpts:
+            if c is not None:
+                c.close()
+    else:
+        summary = score_folds(prep, run_dir, pop, template, ckpts, fold_data, *records)
     summary["fingerprint"] = fp
     summary["stopped"] = stopped
     write_json(run_dir / "summary.json", summary)
@@ -259,13 +272,31 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
         "members": n_members, "devices": int(mesh.devices.size),
         "processes": jax.process_count(),
         "device": describe_device()})
-    from rl_trader.report import write_report
+    if not validation_only:
+        from rl_trader.report import write_report
 
-    write_report(run_dir)
+        write_report(run_dir)
     if saved is not None:
         shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
     barrier("scored")
     return summary
+
+
+def _validation_summary(prep: Prepared, records: tuple, settings: list[dict]) -> dict:
+    """The summary of a validation-only run: per fold its epochs and the best validation
+    Sharpe of each setting's ensemble; every trial; no test figure."""
+    history, trials, _ = records
+    best = {}
+    for t in trials:
+        key = (t["fold"], t["setting"])
+        best[key] = max(best.get(key, -np.inf), t["val_sharpe"])
+    return {"validation_only": True, "settings": settings,
+            "folds": [{"fold": f.index, "epochs": history[f.index],
+                       "best_val_sharpe_by_setting": [best.get((f.index, s), None)
+                                                      for s in range(len(settings))]}
+                      for f in prep.folds],
+            "trials": trials, "config": prep.cfg.to_dict(), "data_sha256": prep.bars.sha256,
+            "periods_per_year": prep.periods_per_year, "device": describe_device()}
 
 
 def _rows(tree, start: int, stop: int):

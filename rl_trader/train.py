@@ -71,7 +71,6 @@ class TrainResult:
     best_params: dict
     best_epoch: jax.Array
     val_sharpe: jax.Array  # [E]
-    val_returns: jax.Array  # [E, V] per-bar validation returns of each epoch's greedy policy
     metrics: EpochMetrics  # leaves [E]
 
 
@@ -183,14 +182,14 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
                                        acting, best_params)
             carry = (runner, best_params, jnp.where(better, s, best_sharpe),
                      jnp.where(better, i, best_epoch), i + 1)
-            return carry, (s, metrics, val.returns)
+            return carry, (s, metrics)
 
         carry0 = (runner, runner.learner.params, jnp.float32(-jnp.inf), jnp.int32(0),
                   jnp.int32(0))
-        (_, best, _, best_epoch, _), (val_sharpes, metrics, val_returns) = jax.lax.scan(
+        (_, best, _, best_epoch, _), (val_sharpes, metrics) = jax.lax.scan(
             one_epoch, carry0, None, length=tcfg.epochs)
         return TrainResult(best_params=best, best_epoch=best_epoch, val_sharpe=val_sharpes,
-                           val_returns=val_returns, metrics=metrics)
+                           metrics=metrics)
 
     return Trainer(init=init, epoch=epoch, evaluate=evaluate, train=train, network=net)
 
