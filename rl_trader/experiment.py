@@ -117,9 +117,6 @@ def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
     """
     cfg, folds = prep.cfg, prep.folds
     main = jax.process_index() == 0
-    if resume and is_multiprocess():
-        raise InputError("option --resume: a multi-process run cannot be resumed yet; "
-                         "resume it with a single process")
     if main and not resume:
         open_run_dir(run_dir, overwrite)
     with RunLock(run_dir) if main else contextlib.nullcontext():
@@ -153,7 +150,7 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
     runners = pop.init(keys, data)
     multi, pid = is_multiprocess(), jax.process_index()
     template = rows(runners.learner, 0, n_seeds, mesh)  # host copy: restore template
-    state = {"runners": None if multi else _rows(runners, 0, n_members),  # no pad members
+    state = {"runners": _rows(runners, 0, n_members),  # no pad members
              "val_returns": np.zeros((n_epochs, len(groups), val_len)),
              "metrics": {name: np.zeros((n_epochs, n_members))
                          for name in EpochMetrics.__dataclass_fields__}}
@@ -170,7 +167,7 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
     # (its NumpyHandler) and refuses host-local jax.Arrays in a multi-process run. Every
     # process takes part in gathering each saved ensemble to the host.
     ckpts = [fold_checkpoints(f, 0 if multi else None) if pid == 0 else None for f in folds]
-    saved = None if multi else ResumeState(run_dir / "resume")
+    saved = ResumeState(run_dir / "resume")  # every process: orbax coordinates the write
     if resume and saved.latest_epoch() is not None:
         state, meta = saved.restore(state)
         runners = shard_population(_pad(state["runners"], len(padded)), mesh)
@@ -205,7 +202,7 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
         for name, v in vars(metrics).items():
             state["metrics"][name][epoch] = to_host(v)[:n_members]
         val_sh = [sharpe_of(r, ppy) for r in state["val_returns"][epoch]]
-        weights = to_host(val.market_weights).mean(1)  # [P, F]
+        weights = to_host(val.market_weights).mean(1)  # [G, F]
         meta["epoch_seconds"].append(time.time() - t_epoch)
         for k, idx in enumerate(by_fold):
             if str(k) in meta["stopped"]:
@@ -239,13 +236,11 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
                 f"  ε {mean['epsilon']:.3f}  val Sharpe {val_sh[best]:+.3f}"
                 f"  {time.time() - t_start:6.1f}s")
         meta["epochs_done"] = epoch + 1
-        if saved is not None:
-            state["runners"] = _rows(runners, 0, n_members)
-            saved.save(epoch, state, meta)
+        state["runners"] = _rows(runners, 0, n_members)
+        saved.save(epoch, state, meta)
         fault_point(f"saved:{epoch}")
     stopped = [meta["stopped"][k]["message"] for k in sorted(meta["stopped"], key=int)]
-    if saved is not None:
-        saved.close()
+    saved.close()
     fault_point("scoring")
     for w in writers:
         if w is not None:
@@ -276,8 +271,7 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
         from rl_trader.report import write_report
 
         write_report(run_dir)
-    if saved is not None:
-        shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
+    shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
     barrier("scored")
     return summary
 
@@ -300,8 +294,9 @@ def _validation_summary(prep: Prepared, records: tuple, settings: list[dict]) ->
 
 
 def _rows(tree, start: int, stop: int):
-    """Members [start, stop) of a single-process population pytree, as host numpy arrays."""
-    return jax.tree.map(lambda x: np.asarray(x)[start:stop], tree)
+    """Members [start, stop) of a population pytree, as host numpy arrays on every process
+    (a collective in a multi-process run)."""
+    return jax.tree.map(lambda x: to_host(x)[start:stop], tree)
 
 
 def _pad(tree, size: int):
