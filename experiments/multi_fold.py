@@ -19,7 +19,7 @@ import types
 import typing
 from pathlib import Path
 
-from rl_trader.config import PRESETS, RunConfig, config_from_dict, preset
+from rl_trader.config import PRESETS, SWEEPABLE, RunConfig, config_from_dict, preset
 from rl_trader.errors import InputError
 
 # option → (config section, field, type, help)
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     for opt, (_, _, typ, text) in OVERRIDES.items():
         p.add_argument(opt, type=typ, default=None, help=text)
     p.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
-                   help="sweep a hyper-parameter (learning_rate, gamma, aux_weight, obs_noise) "
+                   help=f"sweep a hyper-parameter ({', '.join(SWEEPABLE)}) "
                         "over values, trained together; repeatable (grid). Selection per fold "
                         "is on validation across epochs, seeds and settings")
     return p

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from rl_trader.config import AgentConfig
+from rl_trader.config import SWEEPABLE, AgentConfig
 from rl_trader.env import FLAT
 from rl_trader.networks import Obs, QOut
 
@@ -44,19 +44,20 @@ class HParams:
     """Hyper-parameters that may differ between members of a vmapped population (scalars).
 
     They are traced values, so one compiled program serves a whole sweep. `tau` stays a static
-    Python float (`AgentConfig.tau`).
+    Python float (`AgentConfig.tau`). The field names are `config.SWEEPABLE`.
     """
 
     learning_rate: jax.Array
     gamma: jax.Array
     aux_weight: jax.Array
     obs_noise: jax.Array  # std of Gaussian noise on the normalised market inputs while learning
+    weight_decay: jax.Array  # decoupled (AdamW), relative to the learning rate
+    eps_end: jax.Array  # final ε of the exploration schedule
+    eps_decay_fraction: jax.Array  # fraction of all training env steps over which ε decays
 
     @staticmethod
     def from_config(cfg: AgentConfig) -> HParams:
-        return HParams(learning_rate=jnp.float32(cfg.learning_rate), gamma=jnp.float32(cfg.gamma),
-                       aux_weight=jnp.float32(cfg.aux_weight),
-                       obs_noise=jnp.float32(cfg.obs_noise))
+        return HParams(**{name: jnp.float32(getattr(cfg, name)) for name in SWEEPABLE})
 
 
 @struct.dataclass
@@ -68,16 +69,16 @@ class LossInfo:
     grad_norm: jax.Array = 0.0  # global norm of the gradient (set by `update`)
 
 
-def make_optimizer(cfg: AgentConfig,
-                   learning_rate: jax.Array | None = None) -> optax.GradientTransformation:
-    """One chain over all params: global-norm clip → Adam (decoupled weight decay if set).
+def make_optimizer(cfg: AgentConfig, hp: HParams | None = None) -> optax.GradientTransformation:
+    """One chain over all params: global-norm clip → Adam with decoupled weight decay λ:
+    θ ← θ − η·(adam(g) + λ·θ).
 
-    `learning_rate` (a traced scalar) overrides `cfg.learning_rate`; the state does not depend
-    on it, so a population may share one optimiser structure.
+    `hp` (traced scalars) overrides the config's η and λ; the state depends on neither, so a
+    population may share one optimiser structure.
     """
-    lr = cfg.learning_rate if learning_rate is None else learning_rate
+    hp = HParams.from_config(cfg) if hp is None else hp
     return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
-                       optax.adamw(lr, weight_decay=cfg.weight_decay))
+                       optax.adamw(hp.learning_rate, weight_decay=hp.weight_decay))
 
 
 def init_train_state(params: chex.ArrayTree, cfg: AgentConfig) -> TrainState:
@@ -163,7 +164,7 @@ def update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, a_dir_tm1: jax
 
     grads, info = jax.grad(loss_fn, has_aux=True)(state.params)
     info = info.replace(grad_norm=optax.tree.norm(grads))
-    tx = make_optimizer(cfg, hp.learning_rate)
+    tx = make_optimizer(cfg, hp)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     return TrainState(params=params, target_params=target_update(params, state.target_params,
@@ -171,10 +172,18 @@ def update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, a_dir_tm1: jax
                       opt_state=opt_state, step=state.step + 1), info
 
 
-def epsilon_schedule(cfg: AgentConfig, total_env_steps: int) -> optax.Schedule:
-    """ε over env steps: linear from eps_start to eps_end over eps_decay_fraction of training."""
-    return optax.linear_schedule(cfg.eps_start, cfg.eps_end,
-                                 max(1, int(cfg.eps_decay_fraction * total_env_steps)))
+def epsilon(env_steps: jax.Array, total_env_steps: int, cfg: AgentConfig,
+            hp: HParams | None = None) -> jax.Array:
+    """ε after `env_steps` env steps: linear from ε₀ = eps_start to ε₁ = eps_end over
+    T = max(1, round(eps_decay_fraction · total_env_steps)) steps, then ε₁:
+    ε(t) = ε₁ + (ε₀ − ε₁)·(1 − min(t, T)/T).
+
+    `hp` (traced scalars) overrides the config's eps_end and eps_decay_fraction.
+    """
+    hp = HParams.from_config(cfg) if hp is None else hp
+    n = jnp.maximum(1.0, jnp.round(hp.eps_decay_fraction * total_env_steps))
+    done = jnp.minimum(env_steps, n) / n
+    return hp.eps_end + (cfg.eps_start - hp.eps_end) * (1.0 - done)
 
 
 def epsilon_greedy(key: jax.Array, q: QOut, epsilon: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -110,7 +110,7 @@ class AgentConfig:
     # Defaults chosen by validation Sharpe on the planted-signal market `synthetic:ar1`
     # (experiments.sweep; docs/benchmarks.md). Test blocks were not looked at.
     learning_rate: float = 1e-4
-    weight_decay: float = 0.0  # decoupled (AdamW), per update, relative to the learning rate
+    weight_decay: float = 0.3  # decoupled (AdamW), per update, relative to the learning rate
     obs_noise: float = 1.5  # std of Gaussian noise on normalised market inputs when learning
     max_grad_norm: float = 10.0
     tau: float = 0.005  # weight on the online params in the target EMA
@@ -121,7 +121,7 @@ class AgentConfig:
     aux_weight: float = 0.1
     reward_scale: float = 100.0  # rewards are log growth × this (percent) for conditioning
     eps_start: float = 1.0
-    eps_end: float = 0.05
+    eps_end: float = 0.2  # kept high: validation collapses once exploration stops
     eps_decay_fraction: float = 0.5  # of all training env steps
     replay_capacity: int = 2048  # time steps per env kept in the replay ring
 
@@ -171,7 +171,8 @@ class TrainConfig:
 
 
 # Fields of `agent.HParams`: the hyper-parameters a population may sweep (traced, not static).
-SWEEPABLE = ("learning_rate", "gamma", "aux_weight", "obs_noise")
+SWEEPABLE = ("learning_rate", "gamma", "aux_weight", "obs_noise", "weight_decay", "eps_end",
+             "eps_decay_fraction")
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,6 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
     acfg, tcfg, lookback = cfg.agent, cfg.train, cfg.features.lookback
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
     total_steps = tcfg.epochs * tcfg.steps_per_epoch
-    eps = agent.epsilon_schedule(acfg, total_steps)
     batch_observe = jax.vmap(observe, in_axes=(None, 0, 0, None))
     batch_portfolio = jax.vmap(env.portfolio_features, in_axes=(0, None))
 
@@ -147,7 +146,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
         hp = agent.HParams.from_config(acfg) if hp is None else hp
 
         def one(r, _):
-            epsilon = eps(r.env_steps)
+            epsilon = agent.epsilon(r.env_steps, total_steps, acfg, hp)
             r, step = env_step(r, fold, epsilon)
 
             def upd(r2, _):

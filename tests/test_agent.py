@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from helpers import init_params, make_obs
 
@@ -378,11 +381,33 @@ def test_epsilon_greedy():
 
 def test_epsilon_schedule():
     cfg = AgentConfig(eps_start=1.0, eps_end=0.05, eps_decay_fraction=0.5)
-    sched = agent.epsilon_schedule(cfg, 1000)  # decays over 500 env steps
-    np.testing.assert_allclose(sched(0), 1.0)
-    np.testing.assert_allclose(sched(250), 0.525, rtol=1e-6)
-    np.testing.assert_allclose(sched(500), 0.05, rtol=1e-6)
-    np.testing.assert_allclose(sched(10_000), 0.05, rtol=1e-6)
+    eps = jax.jit(lambda t: agent.epsilon(t, 1000, cfg))  # decays over 500 env steps
+    np.testing.assert_allclose(eps(0), 1.0)
+    np.testing.assert_allclose(eps(250), 0.525, rtol=1e-6)
+    np.testing.assert_allclose(eps(500), 0.05, rtol=1e-6)
+    np.testing.assert_allclose(eps(10_000), 0.05, rtol=1e-6)
+
+
+def test_epsilon_traced_hparams_override_the_config():
+    """One compiled schedule serves members with different eps_end / decay fractions."""
+    cfg = AgentConfig()
+    hps = jax.tree.map(lambda *x: jnp.stack(x), *[
+        agent.HParams.from_config(dataclasses.replace(cfg, eps_end=e, eps_decay_fraction=f))
+        for e, f in ((0.05, 0.5), (0.2, 1.0))])
+    eps = jax.jit(jax.vmap(lambda t, hp: agent.epsilon(t, 1000, cfg, hp), in_axes=(None, 0)))
+    np.testing.assert_allclose(eps(500, hps), [0.05, 0.6], rtol=1e-6)
+    np.testing.assert_allclose(eps(1000, hps), [0.05, 0.2], rtol=1e-6)
+
+
+def test_weight_decay_hparam_shrinks_params_without_gradient():
+    """Decoupled decay: with a zero gradient, θ ← θ − η·λ·θ (Adam's update of 0 is 0)."""
+    cfg = AgentConfig(learning_rate=0.1)
+    params = {"w": jnp.ones(3)}
+    hp = agent.HParams.from_config(cfg).replace(weight_decay=jnp.float32(0.5))
+    tx = agent.make_optimizer(cfg, hp)
+    updates, _ = tx.update({"w": jnp.zeros(3)}, tx.init(params), params)
+    np.testing.assert_allclose(optax.apply_updates(params, updates)["w"], 1 - 0.1 * 0.5,
+                               rtol=1e-6)
 
 
 def test_hparams_fields_are_the_sweepable_names():

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from experiments.sweep import main
+from experiments.sweep import main, split_half_ratio
 
 ARGS = ["--preset", "smoke", "--data", "synthetic:ar1:1200:1", "--folds", "2", "--epochs", "2",
         "--envs", "4", "--steps-per-epoch", "8", "--batch", "8", "--seeds", "2",
@@ -32,3 +32,17 @@ def test_sweep_reports_validation_only(tmp_path, capsys):
             assert row["val_sharpe_by_fold"][k] == best == fold["best_val_sharpe_by_setting"][s]
     val = np.load(run / "validation_returns.npz")
     assert val["val_returns"].shape[:2] == (2, 4)  # [epoch, ensemble = fold × setting]
+    assert all(len(r["split_half_by_fold"]) == 2 for r in rows)
+
+
+def test_split_half_ratio_chooses_on_one_half_and_scores_on_the_other():
+    rng = np.random.default_rng(0)
+    oracle = rng.normal(0.003, 0.01, 400)
+    # epoch 0 is a noisy oracle on the first half only, epoch 1 on the second half only
+    noisy = oracle + rng.normal(0, 0.002, 400)
+    e0 = np.concatenate([noisy[:200], -oracle[200:]])
+    e1 = np.concatenate([-oracle[:200], noisy[200:]])
+    # chosen on A: e0, scored on B: −1; chosen on B: e1, scored on A: −1
+    assert split_half_ratio(np.stack([e0, e1]), oracle, 252) == -1.0
+    # an epoch equal to the oracle everywhere is chosen both ways and scores 1
+    assert split_half_ratio(np.stack([e0, oracle, e1]), oracle, 252) == 1.0
