@@ -1,30 +1,35 @@
 """Per-fold checkpoints (orbax), the architecture fingerprint and the safetensors export.
 
 A fold directory holds one orbax step directory per kept epoch, `<fold_dir>/<epoch>/`, each with
-the items `state` (the learner pytree, `StandardSave`), `meta` (JSON: the caller's metadata plus
-`fingerprint`, `epoch`, `val_sharpe`) and orbax's own `metrics` (the sanitised validation Sharpe).
+the items `state` (the learner pytree in orbax's PyTree format, written by `StandardSave`, or by
+`PyTreeSave` in a directory that one process of a multi-process run owns), `meta` (JSON: the
+caller's metadata plus `fingerprint`, `epoch`, `val_sharpe`, `process`) and orbax's own
+`metrics` (the sanitised validation Sharpe).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
 import math
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+import tensorstore as ts
 from safetensors.numpy import save_file
 
 from rl_trader.config import NetConfig
 from rl_trader.errors import InputError
 
-_RESERVED = ("fingerprint", "epoch", "val_sharpe")
+_RESERVED = ("fingerprint", "epoch", "val_sharpe", "process")
 
 
 def _flat(tree: Any) -> dict[str, Any]:
@@ -60,6 +65,49 @@ def _score(metrics: dict) -> float:
     return float(metrics["val_sharpe"])
 
 
+class _CallerWritesNumpy(ocp.type_handlers.NumpyHandler):
+    """orbax's `NumpyHandler`, except that the process calling `serialize` writes the arrays.
+
+    orbax takes numpy leaves to be replicated on every process and writes them from process 0
+    only (`if multihost.process_index() == 0` in `NumpyHandler._background_serialize`), so a
+    manager used by process 1 alone would commit a checkpoint without its arrays. Only for
+    managers that one process uses alone. The arrays are stored as orbax stores them (same
+    `np.ndarray` type name, tensorstore spec and per-process OCDBT directory, merged by the
+    manager's primary host), so reading is orbax's own and either kind of manager reads them.
+    Built from the public `ocp.type_handlers` helpers, present in orbax 0.12.4 and 0.12.8.
+    """
+
+    async def serialize(self, values: Sequence[np.ndarray],
+                        infos: Sequence[ocp.type_handlers.ParamInfo],
+                        args: Sequence[ocp.type_handlers.SaveArgs] | None = None,
+                        ) -> list[ocp.future.Future]:
+        args = args or [ocp.type_handlers.SaveArgs()] * len(values)
+        ocp.type_handlers.check_input_arguments(values, infos, args)
+        copies = [np.array(v) for v in values]  # the caller may change its arrays meanwhile
+        return [ocp.future.CommitFutureAwaitingContractedSignals(
+            _write_arrays(copies, infos, args), name="caller_numpy")]
+
+
+async def _write_arrays(values: Sequence[np.ndarray],
+                        infos: Sequence[ocp.type_handlers.ParamInfo],
+                        args: Sequence[ocp.type_handlers.SaveArgs]) -> None:
+    """Write each array where orbax's `NumpyHandler` would (run in orbax's commit thread)."""
+
+    async def write(value: np.ndarray, info: ocp.type_handlers.ParamInfo,
+                    arg: ocp.type_handlers.SaveArgs) -> None:
+        await info.await_path_creation()
+        ocdbt = bool(info.is_ocdbt_checkpoint)
+        spec = ocp.type_handlers.get_json_tspec_write(
+            info, use_ocdbt=ocdbt, global_shape=value.shape, local_shape=value.shape,
+            dtype=value.dtype, process_index=ocp.multihost.process_index() if ocdbt else None,
+            arg=arg)
+        spec = ocp.type_handlers.get_cast_tspec_serialize(spec, value, arg)
+        store = await ts.open(ts.Spec(spec), create=True, open=True, context=info.ts_context)
+        await store.write(value)
+
+    await asyncio.gather(*map(write, values, infos, args))
+
+
 class FoldCheckpoints:
     """orbax CheckpointManager for one fold directory: keeps the two best epochs by validation
     Sharpe and the latest epoch.
@@ -74,31 +122,50 @@ class FoldCheckpoints:
     (without `max_to_keep`, which orbax forbids next to a policy) because `best_step()` needs it.
     Both the policy classes and this combination are identical in orbax 0.12.4 and 0.12.8.
     Saving is synchronous (async checkpointing off, and `wait_until_finished` after each save).
+
+    In a multi-process run each fold directory has one owning process, which alone saves to it
+    (`process=`): the manager then synchronises with no other process, is its own primary host
+    (it writes orbax's metadata, merges the OCDBT store and commits the step), and writes its
+    numpy leaves through `_CallerWritesNumpy` (orbax's own `NumpyHandler` would leave them to
+    process 0). The arrays on disk are the same either way, so a directory written with or
+    without `process` reads with either. Every saved epoch records the writing process in its
+    metadata (`process`).
     """
 
     def __init__(self, directory: str | Path, fingerprint: str, metadata: dict,
                  process: int | None = None) -> None:
-        """`process`: in a multi-process run, the one process that owns this fold's directory
-        (the manager then synchronises with no other process)."""
+        """`process`: in a multi-process run, the one process that uses this manager (the
+        fold's owner to save; any process to read once the owner's saves are done)."""
         self.directory = Path(directory).expanduser().resolve()
         self._fingerprint = fingerprint
         bad = [k for k in _RESERVED if k in metadata]
         if bad:
             raise ValueError(f"metadata keys {bad} are reserved for the checkpoint")
         self._meta = json.loads(json.dumps(metadata))  # json-able check; tuples become lists
+        self._solo = process is not None
         cm = ocp.checkpoint_managers
         keep = cm.AnyPreservationPolicy([
             cm.BestN(get_metric_fn=_score, reverse=False, n=2),  # ascending: keeps the max
             cm.LatestN(n=1)])
-        solo = {} if process is None else {
-            "multiprocessing_options": ocp.options.MultiprocessingOptions(
-                primary_host=process, active_processes={process})}
-        if process is not None:  # orbax creates the root only when every process takes part
+        solo, handlers = {}, None
+        if process is not None:
+            mp = ocp.options.MultiprocessingOptions(primary_host=process,
+                                                    active_processes={process})
+            # numpy leaves written by this process; jax.Array leaves as orbax writes them
+            registry = ocp.type_handlers.create_type_handler_registry(
+                (np.ndarray, _CallerWritesNumpy()),
+                (jax.Array, ocp.type_handlers.ArrayHandler(primary_host=process)))
+            solo = {"multiprocessing_options": mp}
+            handlers = {"state": ocp.PyTreeCheckpointHandler(multiprocessing_options=mp,
+                                                             type_handler_registry=registry),
+                        "meta": ocp.JsonCheckpointHandler(multiprocessing_options=mp)}
+            # orbax creates the root only when every process takes part
             self.directory.mkdir(parents=True, exist_ok=True)
         options = ocp.CheckpointManagerOptions(
             best_fn=_score, best_mode="max", preservation_policy=keep,
             create=process is None, enable_async_checkpointing=False, **solo)
-        self._mngr = ocp.CheckpointManager(self.directory, options=options)
+        self._mngr = ocp.CheckpointManager(self.directory, options=options,
+                                           item_handlers=handlers)
 
     def save(self, epoch: int, state: Any, val_sharpe: float, extra: dict | None = None) -> None:
         """Save `state` (any pytree of arrays) as `epoch`; returns when it is on disk.
@@ -107,9 +174,10 @@ class FoldCheckpoints:
         """
         v = float(val_sharpe)
         meta = {**self._meta, **(extra or {}), "fingerprint": self._fingerprint,
-                "epoch": int(epoch), "val_sharpe": None if math.isnan(v) else v}
-        args = ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                  meta=ocp.args.JsonSave(meta))
+                "epoch": int(epoch), "val_sharpe": None if math.isnan(v) else v,
+                "process": jax.process_index()}
+        item = ocp.args.PyTreeSave(state) if self._solo else ocp.args.StandardSave(state)
+        args = ocp.args.Composite(state=item, meta=ocp.args.JsonSave(meta))
         metrics = {"val_sharpe": -math.inf if math.isnan(v) else v}
         saved = self._mngr.save(int(epoch), args=args, metrics=metrics)
         self._mngr.wait_until_finished()
@@ -136,7 +204,8 @@ class FoldCheckpoints:
 
     def metadata(self, epoch: int | None = None) -> dict:
         """Stored metadata of `epoch` (default: the best): the caller's dict plus
-        'fingerprint', 'epoch' and 'val_sharpe' (None for NaN)."""
+        'fingerprint', 'epoch', 'val_sharpe' (None for NaN) and 'process' (the writer's index;
+        absent from epochs saved before it was recorded)."""
         epoch = self._epoch(epoch)
         args = ocp.args.Composite(meta=ocp.args.JsonRestore())
         return dict(_restore(self._mngr, epoch, args, self.directory)["meta"])
@@ -150,7 +219,12 @@ class FoldCheckpoints:
             raise InputError(
                 f"checkpoint {self.directory} epoch {epoch} has fingerprint {stored}, this "
                 f"network has {self._fingerprint}: the architecture differs")
-        args = ocp.args.Composite(state=ocp.args.StandardRestore(template))
+        if self._solo:
+            item = ocp.args.PyTreeRestore(
+                item=template, restore_args=ocp.checkpoint_utils.construct_restore_args(template))
+        else:
+            item = ocp.args.StandardRestore(template)
+        args = ocp.args.Composite(state=item)
         return _restore(self._mngr, epoch, args, self.directory)["state"]
 
     def delete_after(self, epoch: int) -> None:

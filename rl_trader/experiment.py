@@ -158,15 +158,16 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
             "data_sha256": prep.bars.sha256, "folds": [f.to_dict() for f in folds]}
     fp = fingerprint(template.params, cfg.net, len(cfg.env.magnitudes))
 
-    def fold_checkpoints(f: Fold, owner: int | None) -> FoldCheckpoints:
+    def fold_checkpoints(f: Fold, process: int | None) -> FoldCheckpoints:
         return FoldCheckpoints(run_dir / f"fold_{f.index}" / "checkpoints", fp,
                                {"config": cfg.to_dict(), "fold": f.to_dict(),
-                                "data_sha256": prep.bars.sha256}, process=owner)
+                                "data_sha256": prep.bars.sha256}, process=process)
 
-    # Process 0 writes every fold's checkpoints: orbax writes numpy leaves from process 0 only
-    # (its NumpyHandler) and refuses host-local jax.Arrays in a multi-process run. Every
-    # process takes part in gathering each saved ensemble to the host.
-    ckpts = [fold_checkpoints(f, 0 if multi else None) if pid == 0 else None for f in folds]
+    # Fold k's directory belongs to process k mod (process count), which alone writes it, so a
+    # multi-process run spreads its checkpoint writes evenly over the processes. Where the
+    # fold's members live does not matter: `rows` gathers each saved ensemble to every process.
+    ckpts = [fold_checkpoints(f, pid if multi else None)
+             if f.index % jax.process_count() == pid else None for f in folds]
     saved = ResumeState(run_dir / "resume")  # every process: orbax coordinates the write
     if resume and saved.latest_epoch() is not None:
         state, meta = saved.restore(state)
@@ -245,6 +246,10 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
     for w in writers:
         if w is not None:
             w.close()
+    for c in ckpts:
+        if c is not None:
+            c.close()  # every save returned when committed
+    barrier("fold_checkpoints")  # every owner's saves are on disk before process 0 reads them
     if pid != 0:  # process 0 scores every fold and writes the summary
         barrier("scored")
         return {"stopped": stopped}
@@ -254,11 +259,9 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
         np.savez_compressed(run_dir / "validation_returns.npz",
                             val_returns=state["val_returns"][:meta["epochs_done"]],
                             fold=[m.fold for m in groups], setting=[m.setting for m in groups])
-        for c in ckpts:
-            if c is not None:
-                c.close()
     else:
-        summary = score_folds(prep, run_dir, pop, template, ckpts, fold_data, *records)
+        readers = [fold_checkpoints(f, 0 if multi else None) for f in folds]
+        summary = score_folds(prep, run_dir, pop, template, readers, fold_data, *records)
     summary["fingerprint"] = fp
     summary["stopped"] = stopped
     write_json(run_dir / "summary.json", summary)

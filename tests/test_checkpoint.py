@@ -90,7 +90,7 @@ def test_metadata_round_trip(tmp_path, state0):
     with FoldCheckpoints(str(tmp_path / "f"), fp, META) as ckpt:
         ckpt.save(3, state0, 0.25)
         meta = ckpt.metadata()
-        assert meta == {**META, "fingerprint": fp, "epoch": 3, "val_sharpe": 0.25}
+        assert meta == {**META, "fingerprint": fp, "epoch": 3, "val_sharpe": 0.25, "process": 0}
         assert ckpt.metadata(3) == meta
         with pytest.raises(ValueError, match="reserved"):
             FoldCheckpoints(tmp_path / "g", fp, {"fingerprint": "x"})
@@ -230,3 +230,20 @@ def test_damage_anywhere_in_a_checkpoint_never_returns_garbage(tmp_path, state0)
     _collect()
     assert refused >= 3  # at least the array data, the manifest and _METADATA are checked
 
+
+def test_owned_directory_holds_the_same_arrays(tmp_path, state0):
+    """A directory saved through `process=` (a fold that one process of a multi-process run
+    owns; its numpy leaves written by that process) and one saved by a single-process run
+    hold the same arrays: each manager kind restores both exactly."""
+    fp = fingerprint(state0.params, NET, N_MAG)
+    host = jax.tree.map(np.asarray, advance(state0, 1.0))  # what a multi-process run saves
+    for name, process in (("owned", 0), ("shared", None)):
+        with FoldCheckpoints(tmp_path / name, fp, META, process=process) as ckpt:
+            ckpt.save(0, host, 0.5)
+    for name in ("owned", "shared"):
+        for process in (0, None):
+            with FoldCheckpoints(tmp_path / name, fp, META, process=process) as ckpt:
+                restored = ckpt.restore(host)
+                assert ckpt.metadata()["process"] == 0
+            chex.assert_trees_all_equal(restored, host)
+            assert all(isinstance(x, np.ndarray) for x in jax.tree.leaves(restored))

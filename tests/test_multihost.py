@@ -1,8 +1,9 @@
 """Two processes on one machine over loopback (CPU, gloo): same results as one process.
 
 Each process has 2 fake CPU devices, so the mesh spans 4 devices in 2 processes; the population
-of 2 folds is padded to 4. Process 0 writes the checkpoints, summary.json and the report. The
-two-process run is killed after its first epoch and resumed by two processes with --resume.
+of 2 folds is padded to 4. Fold k's checkpoints are written by its owner, process k; process 0
+writes summary.json and the report. The two-process run is killed after its first epoch and
+resumed by two processes with --resume.
 """
 
 import json
@@ -13,6 +14,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from rl_trader.checkpoint import FoldCheckpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--preset", "smoke", "--data", "synthetic:ar1:1200:4", "--folds", "2", "--epochs", "2",
@@ -66,6 +69,7 @@ def test_two_processes_killed_and_resumed_match_one(tmp_path):
                                [f["test_sharpe"] for f in one["folds"]], atol=1e-4)
     np.testing.assert_allclose([f["val_sharpe"] for f in both["folds"]],
                                [f["val_sharpe"] for f in one["folds"]], atol=1e-4)
-    for k in range(2):
-        assert (two / f"fold_{k}" / "checkpoints").is_dir()
+    for k in range(2):  # epoch 0 saved by the killed run, epoch 1 by the resumed one
+        with FoldCheckpoints(two / f"fold_{k}" / "checkpoints", both["fingerprint"], {}) as c:
+            assert [c.metadata(e)["process"] for e in (0, 1)] == [k, k]
     assert not (two / "resume").exists()
