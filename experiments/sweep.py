@@ -15,7 +15,7 @@ market the sweep therefore also prints a split-half figure per setting that is n
 is chosen on one half of the validation bars and scored on the other half, relative to the
 oracle's Sharpe on that half (both directions averaged); ~1 means oracle-like out of sample.
 Settings share their seeds' PRNG keys (common random numbers), so they are compared on the
-same initialisations, exploration draws and batches. Choose on validation, then run the main
+same initial weights and random draws. Choose on validation, then run the main
 job once with the chosen values.
 """
 
