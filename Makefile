@@ -7,7 +7,7 @@
 SHELL := /bin/bash
 VENV ?= .venv
 FOLDS ?= 3
-PRESET ?= default
+PRESET ?=
 EPOCHS ?=
 SEED ?=
 DATA ?=
@@ -28,7 +28,7 @@ EXTRAS := dev$(if $(filter 1,$(CUDA)),$(comma)cuda12)
 
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-TRAIN_ARGS := --folds $(FOLDS) --preset $(PRESET) \
+TRAIN_ARGS := --folds $(FOLDS) $(if $(PRESET),--preset $(PRESET)) \
 	$(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(SEED),--seed $(SEED)) \
 	$(if $(DATA),--data $(DATA)) $(if $(RUN_DIR),--run-dir $(RUN_DIR)) $(ARGS)
 

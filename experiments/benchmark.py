@@ -30,7 +30,6 @@ import numpy as np
 
 from experiments.multi_fold import enable_compilation_cache
 from rl_trader import env
-from rl_trader.agent import HParams
 from rl_trader.config import PRECISIONS, RunConfig, preset
 
 
@@ -93,23 +92,15 @@ def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
                      devices: int = 1) -> dict:
     """One vmapped epoch of `size` members (fold 0, seeds 0..size−1), sharded over `devices`
     devices (size must be a multiple): rates, memory, FLOP/s."""
-    from rl_trader.devices import population_mesh, shard_population
-    from rl_trader.experiment import prepare
-    from rl_trader.market import make_fold_data
-    from rl_trader.population import Population, members_of, population_inputs
-    from rl_trader.train import make_train
+    from rl_trader.population import build
+    from rl_trader.prepare import prepare
 
-    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data_spec))
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data_spec),
+                              train=dataclasses.replace(cfg.train, seeds=size))
     prep = prepare(cfg)
-    fold = prep.folds[0]
-    data0 = make_fold_data(prep.bars.open, prep.bars.close, prep.features, fold,
-                           cfg.features.clip)
-    members = members_of(1, 1, list(range(size)))
-    settings = [{k: float(v) for k, v in vars(HParams.from_config(cfg.agent)).items()}]
-    mesh = population_mesh(devices)
-    keys, data, hps = shard_population(population_inputs(members, [data0], settings, cfg.seed),
-                                       mesh)
-    pop = Population(make_train(cfg, prep.periods_per_year, fold.val[1] - fold.val[0]), mesh)
+    prep = dataclasses.replace(prep, folds=prep.folds[:1])  # fold 0, `size` seeds
+    cohort = build(prep, devices)
+    pop, keys, data, hps = cohort.pop, cohort.keys, cohort.data, cohort.hps
     runners = jax.block_until_ready(pop.init(keys, data))
     n_params = sum(int(np.prod(x.shape[1:])) for x in jax.tree.leaves(runners.learner.params))
     t0 = time.perf_counter()
@@ -140,7 +131,7 @@ def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
 
 def run_peers(peers, n_steps: int) -> dict:
     """SB3 DQN vs rl_trader's agent on the embedded S&P 500, same env steps and updates."""
-    from rl_trader.experiment import prepare
+    from rl_trader.prepare import prepare
 
     cfg = preset("default")
     prep = prepare(cfg)

@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError(f"option --data={cfg.data.path!r}: the gate needs a planted-signal "
                              "market, synthetic:NAME")
         from rl_trader.devices import describe_device
-        from rl_trader.experiment import prepare, run_experiment
+        from rl_trader.experiment import run_experiment
+        from rl_trader.prepare import prepare
 
         prep = prepare(cfg)
         run_dir = Path(args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-convergence")

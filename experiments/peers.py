@@ -43,21 +43,10 @@ import numpy as np
 
 from rl_trader import env as tenv
 from rl_trader.config import RunConfig
-from rl_trader.market import FoldData, make_fold_data, observe
+from rl_trader.market import FoldData, observe
 from rl_trader.train import jit_single, make_train
 
 # --------------------------------------------------------------------------- shared helpers
-
-
-def fold0_data(cfg: RunConfig, prep) -> FoldData:
-    """Fold 0's device arrays, normalised on its train segment (as the experiment builds them)."""
-    return make_fold_data(prep.bars.open, prep.bars.close, prep.features, prep.folds[0],
-                          cfg.features.clip)
-
-
-def _val_len(prep) -> int:
-    f = prep.folds[0]
-    return f.val[1] - f.val[0]
 
 
 def _device(platform_: str | None = None) -> str:
@@ -77,7 +66,7 @@ def _jax_versions() -> dict:
 
 def rl_trader_param_count(cfg: RunConfig, prep, seed: int = 0) -> int:
     """Parameters of rl_trader's Q-network for `cfg` (from `make_train(...).init`)."""
-    trainer = make_train(cfg, prep.periods_per_year, _val_len(prep))
+    trainer = make_train(cfg, prep.periods_per_year, prep.val_len)
     n_feat = prep.features.values.shape[1]
     from rl_trader.networks import Obs
 
@@ -210,7 +199,7 @@ def sb3_dqn(n_env_steps: int, cfg: RunConfig, prep, seed: int = 0,
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     acfg = cfg.agent
-    data = fold0_data(cfg, prep)
+    data = prep.fold_data(0)
     t = time.perf_counter()
     gym_env = TradingGymEnv(cfg, data, env_device=env_device)
     env_compile_s = gym_env.compile_s()
@@ -281,7 +270,7 @@ def sb3_dqn(n_env_steps: int, cfg: RunConfig, prep, seed: int = 0,
 def gym_env_only(n_steps: int, cfg: RunConfig, prep, seed: int = 0,
                  env_device: str | None = "cpu") -> dict:
     """The wrapper alone: `n_steps` gym steps (random actions, auto-reset), no learner."""
-    env = TradingGymEnv(cfg, fold0_data(cfg, prep), env_device=env_device)
+    env = TradingGymEnv(cfg, prep.fold_data(0), env_device=env_device)
     compile_s = env.compile_s()
     rng = np.random.default_rng(seed)
     actions = rng.integers(0, env.action_space.n, n_steps)
@@ -316,11 +305,11 @@ def _jitted_init(cfg: RunConfig, periods_per_year: float, val_len: int):
 
 def _compiled_epoch(cfg: RunConfig, prep, seed: int):
     """(compiled epoch, runner, fold data, compile seconds, param count) for `cfg`."""
-    data = fold0_data(cfg, prep)
-    trainer = jit_single(make_train(cfg, prep.periods_per_year, _val_len(prep)))
+    data = prep.fold_data(0)
+    trainer = jit_single(make_train(cfg, prep.periods_per_year, prep.val_len))
     init_cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps_per_epoch=1,
                                                                   epochs=1))
-    init = _jitted_init(init_cfg, prep.periods_per_year, _val_len(prep))
+    init = _jitted_init(init_cfg, prep.periods_per_year, prep.val_len)
     runner = jax.block_until_ready(init(jax.random.PRNGKey(seed), data))
     n_params = int(sum(x.size for x in jax.tree.leaves(runner.learner.params)))
     t = time.perf_counter()

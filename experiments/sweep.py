@@ -33,20 +33,18 @@ from experiments.multi_fold import build_parser, config_from_args, enable_compil
 from rl_trader.errors import InputError
 
 
-def oracle_val_returns(cfg, prep, val_len: int) -> list[np.ndarray] | None:
+def oracle_val_returns(cfg, prep) -> list[np.ndarray] | None:
     """The planted-signal oracle's per-bar validation returns per fold (synthetic data only)."""
     from rl_trader.data import SYNTHETIC_PREFIX
     from rl_trader.data.synthetic import from_spec
     from rl_trader.evaluate import oracle_rollout
-    from rl_trader.market import make_fold_data
 
     if not (cfg.data.path or "").startswith(SYNTHETIC_PREFIX):
         return None
     signal = jax.numpy.asarray(from_spec(cfg.data.path).signal, jax.numpy.float32)
-    folds = [make_fold_data(prep.bars.open, prep.bars.close, prep.features, f,
-                            cfg.features.clip) for f in prep.folds]
-    return [np.asarray(oracle_rollout(signal, d, d.val[0], val_len, cfg).returns, np.float64)
-            for d in folds]
+    folds = [prep.fold_data(k) for k in range(len(prep.folds))]
+    return [np.asarray(oracle_rollout(signal, d, d.val[0], prep.val_len, cfg).returns,
+                       np.float64) for d in folds]
 
 
 def split_half_ratio(returns: np.ndarray, oracle: np.ndarray, ppy: float) -> float:
@@ -76,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         enable_compilation_cache()
         cfg = config_from_args(args)
         from rl_trader.devices import describe_device
-        from rl_trader.experiment import prepare, run_experiment
+        from rl_trader.experiment import run_experiment
         from rl_trader.metrics import sharpe
+        from rl_trader.prepare import prepare
 
         prep = prepare(cfg)
         run_dir = Path(args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-sweep")
@@ -102,8 +101,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{ {k: row['setting'][k] for k in swept} }")
     print(f"{len(settings)} settings × {cfg.train.seeds} seeds × {len(prep.folds)} folds, "
           f"{cfg.train.epochs} epochs in {seconds:.1f}s (compile included); run dir {run_dir}")
-    val_len = prep.folds[0].val[1] - prep.folds[0].val[0]
-    oracle_returns = oracle_val_returns(cfg, prep, val_len)
+    oracle_returns = oracle_val_returns(cfg, prep)
     oracle = (None if oracle_returns is None else
               [float(sharpe(r, prep.periods_per_year)) for r in oracle_returns])
     if oracle is not None:

@@ -39,25 +39,19 @@ class TrainState:
     step: jax.Array  # int32: gradient updates done
 
 
-@struct.dataclass
-class HParams:
-    """Hyper-parameters that may differ between members of a vmapped population (scalars).
+def _hparams_from_config(cfg: AgentConfig) -> HParams:
+    """Every sweepable field of `cfg` as a float32 scalar."""
+    return HParams(**{name: jnp.float32(getattr(cfg, name)) for name in SWEEPABLE})
 
-    They are traced values, so one compiled program serves a whole sweep. `tau` stays a static
-    Python float (`AgentConfig.tau`). The field names are `config.SWEEPABLE`.
-    """
 
-    learning_rate: jax.Array
-    gamma: jax.Array
-    aux_weight: jax.Array
-    obs_noise: jax.Array  # std of Gaussian noise on the normalised market inputs while learning
-    weight_decay: jax.Array  # decoupled (AdamW), relative to the learning rate
-    eps_end: jax.Array  # final ε of the exploration schedule
-    eps_decay_fraction: jax.Array  # fraction of all training env steps over which ε decays
-
-    @staticmethod
-    def from_config(cfg: AgentConfig) -> HParams:
-        return HParams(**{name: jnp.float32(getattr(cfg, name)) for name in SWEEPABLE})
+# Hyper-parameters that may differ between members of a vmapped population: one traced float32
+# scalar per sweepable config field (`config.SWEEPABLE`, declared with `option(sweep=True)`),
+# so one compiled program serves a whole sweep. `tau` stays a static Python float.
+HParams = struct.dataclass(type("HParams", (), {
+    "__annotations__": {name: jax.Array for name in SWEEPABLE},
+    "__module__": __name__,
+    "__doc__": "Traced hyper-parameters of one member: the fields of `config.SWEEPABLE`.",
+    "from_config": staticmethod(_hparams_from_config)}))
 
 
 @struct.dataclass

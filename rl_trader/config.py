@@ -1,5 +1,10 @@
 """Frozen configuration dataclasses: one per pipeline stage, gathered in `RunConfig`.
 
+Every field is declared once, with `option(...)`: its default, its help text, its command-line
+flag (default `--field-name`), its allowed choices and whether a population may sweep it. The
+CLI (`rl_trader.options`), the sweepable names (`SWEEPABLE`) and the learner's traced
+hyper-parameters (`agent.HParams`) are all derived from these declarations.
+
 Every config is hashable and static under `jit`. `validate()` checks ranges and raises
 `InputError` naming the option and its allowed range.
 """
@@ -8,9 +13,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
+import typing
 from dataclasses import dataclass, field
+from typing import Any
 
 from rl_trader.errors import InputError
+
+
+def option(default: Any, help: str, *, flag: str | None = None, sweep: bool = False,
+           choices: tuple[str, ...] | None = None) -> Any:
+    """A config field declared once: default, help, CLI flag (None: `--field-name`), allowed
+    choices, and `sweep=True` when it is a traced hyper-parameter a population may sweep."""
+    return field(default=default, metadata={"help": help, "flag": flag, "sweep": sweep,
+                                            "choices": choices})
+
+
+def flag_of(f: dataclasses.Field) -> str:
+    """The command-line flag of a config field."""
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
 
 
 def _check(cond: bool, option: str, allowed: str, value: object) -> None:
@@ -22,108 +43,133 @@ def _check(cond: bool, option: str, allowed: str, value: object) -> None:
         raise InputError(f"option {option}={value!r} is out of range: must be {allowed}")
 
 
+def _flag(cls: type, name: str) -> str:
+    return flag_of(next(f for f in dataclasses.fields(cls) if f.name == name))
+
+
 @dataclass(frozen=True)
 class DataConfig:
-    """Where the bars come from. `path=None` loads the embedded S&P 500 daily file."""
+    """Where the bars come from."""
 
-    path: str | None = None
-    periods_per_year: float | None = None  # None: inferred from the median bar spacing
+    path: str | None = option(
+        None, "OHLCV file (CSV, CSV.gz or Parquet) or synthetic:NAME[:N[:SEED]]; default: "
+        "the embedded S&P 500 daily bars", flag="--data")
+    periods_per_year: float | None = option(
+        None, "bars per year for annualising (252 for daily bars); default: inferred from the "
+        "median bar spacing")
+
+    def validate(self) -> None:
+        ppy = self.periods_per_year
+        _check(ppy is None or 1 <= ppy <= 10_000_000, "--periods-per-year", "in [1, 1e7]", ppy)
 
 
 @dataclass(frozen=True)
 class FeatureConfig:
     """Causal market features and the look-back window the network sees."""
 
-    lookback: int = 32  # L: bars in the look-back window (including bar t)
-    clip: float = 5.0  # normalised features are clipped to [-clip, clip]
+    lookback: int = option(32, "look-back window in bars (including bar t)")
+    clip: float = option(5.0, "normalised features are clipped to [-clip, clip]")
 
     def validate(self) -> None:
         _check(2 <= self.lookback <= 512, "--lookback", "an integer in [2, 512]", self.lookback)
-        _check(0.5 <= self.clip <= 100, "clip", "in [0.5, 100]", self.clip)
+        _check(0.5 <= self.clip <= 100, "--clip", "in [0.5, 100]", self.clip)
 
 
 @dataclass(frozen=True)
 class FoldConfig:
     """Walk-forward layout: K folds of train | gap | val | gap | test (bar counts)."""
 
-    n_folds: int = 3
-    test_bars: int | None = None  # None: the usable bars split so that each test block equals
-    val_bars: int | None = None  # one val block and train of fold 0 gets the rest
-    min_train_bars: int = 250
-    gap: int | None = None  # None: max(lookback, n_step) + 1
-    expanding: bool = True  # False: rolling train window of the first fold's length
+    n_folds: int = option(3, "number of walk-forward folds", flag="--folds")
+    test_bars: int | None = option(
+        None, "bars per test block; default: the usable bars split so that each test block "
+        "equals one val block and fold 0's train gets the rest")
+    val_bars: int | None = option(None, "bars per validation block; default: as --test-bars")
+    min_train_bars: int = option(250, "fewest bars of fold 0's train segment")
+    gap: int | None = option(None, "purge gap in bars; default: max(lookback, n_step) + 1")
+    expanding: bool = option(True, "expanding train windows (else rolling, of fold 0's length)")
 
     def validate(self) -> None:
         _check(1 <= self.n_folds <= 50, "--folds", "an integer in [1, 50]", self.n_folds)
         for name in ("test_bars", "val_bars", "gap"):
             v = getattr(self, name)
-            _check(v is None or v >= 1, name, "a positive integer", v)
-        _check(self.min_train_bars >= 10, "min_train_bars", ">= 10", self.min_train_bars)
+            _check(v is None or v >= 1, _flag(FoldConfig, name), "a positive integer", v)
+        _check(self.min_train_bars >= 10, "--min-train-bars", ">= 10", self.min_train_bars)
 
 
 @dataclass(frozen=True)
 class EnvConfig:
     """Trading environment: actions, fills and costs (all on by default)."""
 
-    magnitudes: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)  # fractions of equity
-    commission_bps: float = 1.0  # on traded notional
-    slippage_bps: float = 1.0  # fill price moves against the trader
-    episode_bars: int = 256  # training episode length before truncation
+    magnitudes: tuple[float, ...] = option(
+        (0.25, 0.5, 0.75, 1.0), "position sizes as fractions of equity, comma-separated")
+    commission_bps: float = option(1.0, "commission, bps of traded notional")
+    slippage_bps: float = option(1.0, "slippage against the trader, bps of traded notional")
+    episode_bars: int = option(256, "training episode length in bars before truncation")
 
     def validate(self) -> None:
         _check(len(self.magnitudes) >= 1 and all(0 < m <= 1 for m in self.magnitudes),
-               "magnitudes", "values in (0, 1]", self.magnitudes)
+               "--magnitudes", "values in (0, 1]", self.magnitudes)
         _check(0 <= self.commission_bps <= 1000, "--commission-bps", "in [0, 1000]",
                self.commission_bps)
         _check(0 <= self.slippage_bps <= 1000, "--slippage-bps", "in [0, 1000]",
                self.slippage_bps)
-        _check(self.episode_bars >= 2, "episode_bars", ">= 2", self.episode_bars)
-
-
-@dataclass(frozen=True)
-class NetConfig:
-    """Q-network widths (VSN/GRN as in the Temporal Fusion Transformer)."""
-
-    hidden: int = 32  # per-variable embedding and VSN width
-    trunk: int = 64  # trunk GRN width
-    context: int = 32  # width of the look-back context vector
-    # Matmul precision; parameters, optimiser state and the loss stay float32 in every case.
-    # "tf32": the backend's default (TF32 tensor cores on NVIDIA GPUs, exact float32 on CPU);
-    # "fp32": exact float32 products; "bf16": bfloat16 inputs with float32 accumulation.
-    precision: str = "tf32"
-
-    def validate(self) -> None:
-        for name in ("hidden", "trunk", "context"):
-            v = getattr(self, name)
-            _check(1 <= v <= 4096, name, "an integer in [1, 4096]", v)
-        _check(self.precision in PRECISIONS, "--precision", "one of " + ", ".join(PRECISIONS),
-               self.precision)
+        _check(self.episode_bars >= 2, "--episode-bars", ">= 2", self.episode_bars)
 
 
 PRECISIONS = ("tf32", "fp32", "bf16")
 
 
 @dataclass(frozen=True)
-class AgentConfig:
-    """Double-DQN learner: optimiser, targets, exploration, replay."""
+class NetConfig:
+    """Q-network widths (VSN/GRN as in the Temporal Fusion Transformer)."""
 
-    # Defaults chosen by validation Sharpe on the planted-signal market `synthetic:ar1`
-    # (experiments.sweep; docs/benchmarks.md). Test blocks were not looked at.
-    learning_rate: float = 1e-4
-    weight_decay: float = 0.3  # decoupled (AdamW), per update, relative to the learning rate
-    obs_noise: float = 1.5  # std of Gaussian noise on normalised market inputs when learning
-    max_grad_norm: float = 10.0
-    tau: float = 0.005  # weight on the online params in the target EMA
-    gamma: float = 0.9
-    n_step: int = 3
-    batch_size: int = 256
-    huber_delta: float = 1.0
-    aux_weight: float = 0.1
-    reward_scale: float = 100.0  # rewards are log growth × this (percent) for conditioning
-    eps_start: float = 1.0
-    eps_end: float = 0.2  # kept high: validation collapses once exploration stops
-    eps_decay_fraction: float = 0.5  # of all training env steps
-    replay_capacity: int = 2048  # time steps per env kept in the replay ring
+    hidden: int = option(32, "per-variable embedding and VSN width")
+    trunk: int = option(64, "trunk GRN width")
+    context: int = option(32, "width of the look-back context vector")
+    # Parameters, optimiser state and the loss stay float32 in every case.
+    precision: str = option(
+        "tf32", "matmul precision: tf32 (the backend default: TF32 tensor cores on NVIDIA "
+        "GPUs, exact float32 on CPU), fp32 (exact) or bf16 (bfloat16 inputs, float32 "
+        "accumulation); params stay float32", choices=PRECISIONS)
+
+    def validate(self) -> None:
+        for name in ("hidden", "trunk", "context"):
+            v = getattr(self, name)
+            _check(1 <= v <= 4096, "--" + name, "an integer in [1, 4096]", v)
+        _check(self.precision in PRECISIONS, "--precision", "one of " + ", ".join(PRECISIONS),
+               self.precision)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Double-DQN learner: optimiser, targets, exploration, replay.
+
+    Defaults chosen by validation Sharpe on the planted-signal market `synthetic:ar1`
+    (experiments.sweep; docs/benchmarks.md). Test blocks were not looked at.
+    """
+
+    learning_rate: float = option(1e-4, "Adam learning rate", flag="--lr", sweep=True)
+    weight_decay: float = option(
+        0.3, "decoupled weight decay (AdamW), per update, relative to the learning rate",
+        sweep=True)
+    obs_noise: float = option(
+        1.5, "std of Gaussian noise on the normalised market inputs while learning", sweep=True)
+    max_grad_norm: float = option(10.0, "global gradient-norm clip")
+    tau: float = option(0.005, "target EMA weight on the online params, in (0, 1]")
+    gamma: float = option(0.9, "discount per bar, in [0, 1)", sweep=True)
+    n_step: int = option(3, "n-step return length")
+    batch_size: int = option(256, "gradient batch size", flag="--batch")
+    huber_delta: float = option(1.0, "Huber loss threshold of the TD error")
+    aux_weight: float = option(0.1, "weight of the next-bar-return loss", sweep=True)
+    reward_scale: float = option(100.0, "rewards are log growth × this (percent)")
+    eps_start: float = option(1.0, "initial ε of the ε-greedy exploration")
+    eps_end: float = option(
+        0.2, "final ε of the ε-greedy exploration (kept high: validation collapses once "
+        "exploration stops)", sweep=True)
+    eps_decay_fraction: float = option(
+        0.5, "fraction of all training env steps over which ε decays to --eps-end",
+        flag="--eps-decay", sweep=True)
+    replay_capacity: int = option(2048, "time steps per env kept in the replay ring")
 
     def validate(self) -> None:
         _check(0 < self.learning_rate <= 1, "--lr", "in (0, 1]", self.learning_rate)
@@ -132,47 +178,55 @@ class AgentConfig:
         _check(1 <= self.n_step <= 64, "--n-step", "an integer in [1, 64]", self.n_step)
         _check(1 <= self.batch_size <= 65536, "--batch", "an integer in [1, 65536]",
                self.batch_size)
-        _check(self.max_grad_norm > 0, "max_grad_norm", "> 0", self.max_grad_norm)
+        _check(self.max_grad_norm > 0, "--max-grad-norm", "> 0", self.max_grad_norm)
+        _check(self.huber_delta > 0, "--huber-delta", "> 0", self.huber_delta)
+        _check(self.reward_scale > 0, "--reward-scale", "> 0", self.reward_scale)
         _check(0 <= self.aux_weight <= 1000, "--aux-weight", "in [0, 1000]", self.aux_weight)
         _check(0 <= self.weight_decay <= 1, "--weight-decay", "in [0, 1]", self.weight_decay)
         _check(0 <= self.obs_noise <= 10, "--obs-noise", "in [0, 10]", self.obs_noise)
-        _check(0 <= self.eps_end <= self.eps_start <= 1, "eps_start/eps_end",
+        _check(0 <= self.eps_end <= self.eps_start <= 1, "--eps-start/--eps-end",
                "0 <= eps_end <= eps_start <= 1", (self.eps_start, self.eps_end))
-        _check(0 < self.eps_decay_fraction <= 1, "eps_decay_fraction", "in (0, 1]",
+        _check(0 < self.eps_decay_fraction <= 1, "--eps-decay", "in (0, 1]",
                self.eps_decay_fraction)
-        _check(self.replay_capacity > self.n_step, "replay_capacity", "> n_step",
+        _check(self.replay_capacity > self.n_step, "--replay-capacity", "> n_step",
                self.replay_capacity)
+
+
+EVAL_PARAMS = ("online", "target")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Epoch structure: parallel envs, env steps and gradient updates per epoch."""
 
-    epochs: int = 5
-    n_envs: int = 64
-    steps_per_epoch: int = 1000  # env steps per env per epoch
-    updates_per_step: int = 1  # gradient updates per parallel env step
-    prefill_steps: int = 64  # random-policy env steps before the first update
-    # Seeds per fold and setting; the fold's policy is their ensemble (mean greedy position).
+    epochs: int = option(5, "epochs per fold")
+    n_envs: int = option(64, "parallel training envs", flag="--envs")
+    steps_per_epoch: int = option(1000, "env steps per env per epoch")
+    updates_per_step: int = option(1, "gradient updates per parallel env step")
+    prefill_steps: int = option(64, "random-policy env steps before the first update")
     # 4 chosen on validation (docs/benchmarks.md): single agents vary a lot from seed to seed.
-    seeds: int = 4
-    eval_params: str = "online"  # greedy evaluation with the "online" or the "target" (EMA) params
+    seeds: int = option(4, "seeds per fold (and setting), trained together; their ensemble "
+                        "(mean greedy position) is the fold's policy")
+    eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
+                              "params", choices=EVAL_PARAMS)
 
     def validate(self) -> None:
         _check(1 <= self.epochs <= 10_000, "--epochs", "an integer in [1, 10000]", self.epochs)
         _check(1 <= self.n_envs <= 1_000_000, "--envs", "an integer in [1, 1000000]",
                self.n_envs)
         _check(self.steps_per_epoch >= 1, "--steps-per-epoch", ">= 1", self.steps_per_epoch)
-        _check(self.updates_per_step >= 1, "updates_per_step", ">= 1", self.updates_per_step)
-        _check(self.prefill_steps >= 1, "prefill_steps", ">= 1", self.prefill_steps)
+        _check(self.updates_per_step >= 1, "--updates-per-step", ">= 1", self.updates_per_step)
+        _check(self.prefill_steps >= 1, "--prefill-steps", ">= 1", self.prefill_steps)
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
-        _check(self.eval_params in ("online", "target"), "--eval-params", "online or target",
+        _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online or target",
                self.eval_params)
 
 
-# Fields of `agent.HParams`: the hyper-parameters a population may sweep (traced, not static).
-SWEEPABLE = ("learning_rate", "gamma", "aux_weight", "obs_noise", "weight_decay", "eps_end",
-             "eps_decay_fraction")
+# The hyper-parameters a population may sweep (traced, not static): `agent.HParams`'s fields.
+SWEEPABLE = tuple(f.name for f in dataclasses.fields(AgentConfig) if f.metadata["sweep"])
+
+SECTIONS = {"data": DataConfig, "features": FeatureConfig, "folds": FoldConfig,
+            "env": EnvConfig, "net": NetConfig, "agent": AgentConfig, "train": TrainConfig}
 
 
 @dataclass(frozen=True)
@@ -187,12 +241,12 @@ class RunConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     seed: int = 0
-    # Hyper-parameter sweep: ((name, (v1, v2, ...)), ...) over HParams fields; () = none.
+    # Hyper-parameter sweep: ((name, (v1, v2, ...)), ...) over SWEEPABLE fields; () = none.
     sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     def validate(self) -> RunConfig:
-        for part in (self.features, self.folds, self.env, self.net, self.agent, self.train):
-            part.validate()
+        for name in SECTIONS:
+            getattr(self, name).validate()
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:
@@ -210,6 +264,9 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
+PRESETS = ("smoke", "default")
+
+
 def preset(name: str) -> RunConfig:
     """Named configurations: `smoke` (seconds on a CPU) and `default` (the real one)."""
     if name == "default":
@@ -225,17 +282,53 @@ def preset(name: str) -> RunConfig:
     raise InputError(f"option --preset={name!r} is unknown: must be one of smoke, default")
 
 
-PRESETS = ("smoke", "default")
-
-
 def config_from_dict(d: dict) -> RunConfig:
-    """Inverse of `RunConfig.to_dict` (e.g. a run's saved config.json); tuples restored."""
-    sections = {"data": DataConfig, "features": FeatureConfig, "folds": FoldConfig,
-                "env": EnvConfig, "net": NetConfig, "agent": AgentConfig, "train": TrainConfig}
+    """Inverse of `RunConfig.to_dict` (e.g. a run's saved config.json); tuples restored and
+    every value's type checked against its annotation (InputError naming the first wrong
+    field, e.g. `train.epochs='3'`). Not validated: call `.validate()`."""
     try:
-        kw = {name: cls(**d[name]) for name, cls in sections.items()}
+        kw = {name: cls(**d[name]) for name, cls in SECTIONS.items()}
         kw["env"] = dataclasses.replace(kw["env"], magnitudes=tuple(kw["env"].magnitudes))
         sweep = tuple((str(n), tuple(float(x) for x in v)) for n, v in d.get("sweep", ()))
-        return RunConfig(seed=int(d["seed"]), sweep=sweep, **kw)
+        cfg = RunConfig(seed=d["seed"], sweep=sweep, **kw)
     except (KeyError, TypeError, ValueError) as err:
         raise InputError(f"saved configuration is not valid: {err}") from None
+    wrong = _wrong_type(cfg)
+    if wrong:
+        raise InputError(f"wrong type: {wrong}")
+    return cfg
+
+
+def _wrong_type(obj: object, prefix: str = "") -> str | None:
+    """The first field of a config dataclass whose value does not match its annotation (e.g.
+    `"epochs": "3"` in a hand-edited config.json), as 'train.epochs=...'; None if all match."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value, name = getattr(obj, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value):
+            wrong = _wrong_type(value, name + ".")
+            if wrong:
+                return wrong
+        elif not _is_a(value, hints[f.name]):
+            return f"{name}={value!r} (expected {hints[f.name]})"
+    return None
+
+
+def _is_a(value: object, hint: object) -> bool:
+    """isinstance for the annotations the configs use (unions, tuple[X, ...], int, float, str;
+    an int counts as a float, a bool as neither)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_a(value, a) for a in args)
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_is_a(v, args[0]) for v in value)
+        return len(value) == len(args) and all(
+            _is_a(v, a) for v, a in zip(value, args, strict=True))
+    if isinstance(value, bool):
+        return hint is bool
+    if hint is float:
+        return isinstance(value, int | float)
+    return isinstance(value, hint)

@@ -1,18 +1,25 @@
-"""The multi-fold experiment: layout → population training with checkpoints → test once.
+"""Stages 3–5 of a run: train the population epoch by epoch, score each fold once, report.
 
-The population is every (fold, hyper-parameter setting, seed); each member starts from its own
-fresh state (`Trainer.init`) and all train together, one jitted, vmapped program per epoch.
+    prepare (prepare.py) → build the population (population.build) → train an epoch
+    (`train_epoch`: NaN guard, selection, checkpoints, resume state) × E → score (`score`,
+    scoring.py) → report (`report`)
+
 The policy of a (fold, setting) is the **ensemble of its seeds**: each seed's greedy target
-position, averaged (`evaluate.greedy_decide`), which cuts the seed-to-seed variance of single
-agents. After each epoch every ensemble is rolled out on its fold's validation block; per fold,
-the ensemble with the best validation Sharpe that epoch is checkpointed (orbax keeps the fold's
-best epoch and the latest). At the end each fold's best checkpoint is restored and scored
-**once** on its test block, beside the baselines on the same bars with the same costs.
+position, averaged (`evaluate.greedy_decide`). After each epoch every ensemble is rolled out on
+its fold's validation block; per fold, the ensemble chosen by the selection rule
+(`selection.best_of` on validation Sharpe) is checkpointed (orbax keeps the fold's best epoch
+and the latest). At the end each fold's best checkpoint is restored and scored **once** on its
+test block, beside the baselines on the same bars with the same costs.
+
+The run's state between epochs is a `RunState`: the members on the devices, the host's
+per-epoch `Records` and the JSON `Progress`; the last two and the members are what `--resume`
+restores.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable
@@ -23,72 +30,53 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl_trader.agent import policy_params
-from rl_trader.checkpoint import (
-    FoldCheckpoints,
-    ResumeState,
-    fingerprint,
-)
-from rl_trader.config import RunConfig
-from rl_trader.data import SYNTHETIC_PREFIX, Bars, load
+from rl_trader.agent import TrainState, policy_params
+from rl_trader.checkpoint import FoldCheckpoints, ResumeState, fingerprint
 from rl_trader.devices import (
     barrier,
     describe_device,
     is_multiprocess,
-    padded_size,
-    population_mesh,
     rows,
     shard_population,
     to_host,
 )
 from rl_trader.errors import InputError
-from rl_trader.features import MarketFeatures, compute_features
-from rl_trader.folds import Fold, format_folds, make_folds
-from rl_trader.market import make_fold_data
-from rl_trader.population import (
-    Population,
-    ensembles,
-    grid,
-    members_of,
-    population_inputs,
-    stack,
-)
+from rl_trader.folds import format_folds
+from rl_trader.metrics import sharpe_of
+from rl_trader.population import Cohort, build, ensembles
+from rl_trader.prepare import Prepared
+from rl_trader.run_state import Progress, Records, RunState, fold_records
 from rl_trader.rundir import RunLock, fault_point, open_run_dir, write_json
-from rl_trader.scoring import score_folds, sharpe_of
+from rl_trader.scoring import score_folds, validation_summary
+from rl_trader.selection import best_of
 from rl_trader.tensorboard import ScalarWriter
-from rl_trader.train import EpochMetrics, make_train
+from rl_trader.train import EpochMetrics
+
+FINITE_WHAT = ("loss", "gradient", "parameters", "validation returns")
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """Everything known before training: data, features, the fold layout, annualisation."""
+@dataclass
+class Run:
+    """What stays fixed while a run trains."""
 
-    cfg: RunConfig
-    bars: Bars
-    features: MarketFeatures
-    folds: list[Fold]
-    periods_per_year: float
-    signal: np.ndarray | None  # planted signal of a synthetic market (for the oracle)
+    prep: Prepared
+    run_dir: Path
+    cohort: Cohort
+    log: Callable[[str], None]
+    fingerprint: str
+    template: TrainState  # host copy of one ensemble's learner: the restore template
+    checkpoints: list[FoldCheckpoints | None]  # per fold; None where another process owns it
+    resume_state: ResumeState
+    writers: list[ScalarWriter | None]  # per fold, TensorBoard (process 0)
+    t_start: float
 
-
-def prepare(cfg: RunConfig) -> Prepared:
-    """Validate the config, load and check the data, compute features, lay out the folds."""
-    cfg.validate()
-    signal = None
-    if (cfg.data.path or "").startswith(SYNTHETIC_PREFIX):
-        from rl_trader.data.synthetic import from_spec
-
-        market = from_spec(cfg.data.path)
-        bars, signal = market.bars, market.signal
-    else:
-        bars = load(cfg.data.path)
-    feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
-    first_bar = feats.first_valid + cfg.features.lookback
-    folds = make_folds(len(bars), first_bar, cfg.folds, cfg.features.lookback, cfg.agent.n_step)
-    grid(cfg, {k: list(v) for k, v in cfg.sweep})  # refuses unknown sweep names early
-    ppy = cfg.data.periods_per_year or bars.periods_per_year()
-    return Prepared(cfg=cfg, bars=bars, features=feats, folds=folds, periods_per_year=ppy,
-                    signal=signal)
+    def fold_checkpoints(self, k: int, process: int | None) -> FoldCheckpoints:
+        """Fold k's checkpoint manager, used by `process` alone (None: by every process)."""
+        f = self.prep.folds[k]
+        return FoldCheckpoints(self.run_dir / f"fold_{f.index}" / "checkpoints",
+                               self.fingerprint,
+                               {"config": self.prep.cfg.to_dict(), "fold": f.to_dict(),
+                                "data_sha256": self.prep.bars.sha256}, process=process)
 
 
 @jax.jit
@@ -98,9 +86,6 @@ def _finite(runners, metrics) -> jax.Array:
     params_ok = jax.vmap(lambda p: jnp.all(jnp.stack(
         [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(p)])))(runners.learner.params)
     return jnp.stack([jnp.isfinite(metrics.loss), jnp.isfinite(metrics.grad_norm), params_ok], 1)
-
-
-FINITE_WHAT = ("loss", "gradient", "parameters", "validation returns")
 
 
 def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
@@ -124,176 +109,188 @@ def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
             write_json(run_dir / "config.json", cfg.to_dict())
             write_json(run_dir / "folds.json", {"folds": [f.to_dict() for f in folds]})
         barrier("run_dir")
-        return _run_locked(prep, run_dir, resume, log if main else (lambda _: None), devices,
-                           validation_only)
+        return _run(prep, run_dir, resume, log if main else (lambda _: None), devices,
+                    validation_only)
 
 
-def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None],
-                devices: int | None, validation_only: bool) -> dict:
-    cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
-    log(format_folds(folds, prep.bars.dates))
+def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None],
+         devices: int | None, validation_only: bool) -> dict:
+    """The stages, in order, inside the locked run directory."""
+    log(format_folds(prep.folds, prep.bars.dates))
     t_start = time.time()
-    settings = grid(cfg, {k: list(v) for k, v in cfg.sweep})
-    n_seeds = cfg.train.seeds
-    members = members_of(len(folds), len(settings), list(range(n_seeds)))
-    groups = members[::n_seeds]  # ensemble g = members [g·S, (g+1)·S): one (fold, setting)
-    fold_data = [make_fold_data(prep.bars.open, prep.bars.close, prep.features, f,
-                                cfg.features.clip) for f in folds]
-    mesh = population_mesh(devices)
-    n_members = len(members)
-    padded = members + [members[0]] * (padded_size(n_members, mesh) - n_members)
-    inputs = population_inputs(padded, fold_data, settings, cfg.seed)  # host numpy
-    keys, data, hps = shard_population(inputs, mesh)
-    val_len = folds[0].val[1] - folds[0].val[0]
-    pop = Population(make_train(cfg, ppy, val_len), mesh)
-    n_epochs = cfg.train.epochs
-    runners = pop.init(keys, data)
-    multi, pid = is_multiprocess(), jax.process_index()
-    template = rows(runners.learner, 0, n_seeds, mesh)  # host copy: restore template
-    state = {"runners": _rows(runners, 0, n_members),  # no pad members
-             "val_returns": np.zeros((n_epochs, len(groups), val_len)),
-             "metrics": {name: np.zeros((n_epochs, n_members))
-                         for name in EpochMetrics.__dataclass_fields__}}
-    meta = {"epochs_done": 0, "stopped": {}, "epoch_seconds": [],
-            "data_sha256": prep.bars.sha256, "folds": [f.to_dict() for f in folds]}
-    fp = fingerprint(template.params, cfg.net, len(cfg.env.magnitudes))
-
-    def fold_checkpoints(f: Fold, process: int | None) -> FoldCheckpoints:
-        return FoldCheckpoints(run_dir / f"fold_{f.index}" / "checkpoints", fp,
-                               {"config": cfg.to_dict(), "fold": f.to_dict(),
-                                "data_sha256": prep.bars.sha256}, process=process)
-
-    # Fold k's directory belongs to process k mod (process count), which alone writes it, so a
-    # multi-process run spreads its checkpoint writes evenly over the processes. Where the
-    # fold's members live does not matter: `rows` gathers each saved ensemble to every process.
-    ckpts = [fold_checkpoints(f, pid if multi else None)
-             if f.index % jax.process_count() == pid else None for f in folds]
-    saved = ResumeState(run_dir / "resume")  # every process: orbax coordinates the write
-    if resume and saved.latest_epoch() is not None:
-        state, meta = saved.restore(state)
-        runners = shard_population(_pad(state["runners"], len(padded)), mesh)
-        state = {**state, "val_returns": np.array(state["val_returns"]),
-                 "metrics": {k: np.array(state["metrics"][k])  # field order, not sorted
-                             for k in EpochMetrics.__dataclass_fields__}}
-        if (meta["data_sha256"], meta["folds"]) != (prep.bars.sha256,
-                                                     [f.to_dict() for f in folds]):
-            raise InputError(f"option --resume: the data behind '{run_dir}' changed since the "
-                             f"run started (sha256 {meta['data_sha256'][:12]}… then, "
-                             f"{prep.bars.sha256[:12]}… now); start a new run instead")
-        log(f"resuming after epoch {meta['epochs_done']} of {n_epochs}")
-    for c in ckpts:  # epochs saved by a run killed after its last resume point
-        if c is not None:
-            c.delete_after(meta["epochs_done"] - 1)
-    writers = [ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}") if pid == 0 else None
-               for f in folds]
-    by_fold = [[g for g, m in enumerate(groups) if m.fold == f.index] for f in folds]
-    members_by_fold = [[i for i, m in enumerate(members) if m.fold == f.index] for f in folds]
-    val_data = stack([fold_data[m.fold] for m in groups])  # host numpy, [G, ...]
-    eval_keys = jax.random.split(jax.random.PRNGKey(cfg.seed), len(groups))
-    for epoch in range(meta["epochs_done"], n_epochs):
-        t_epoch = time.time()
-        runners, metrics = pop.epoch(runners, data, hps)
-        fault_point(f"epoch:{epoch}")
-        acting = ensembles(policy_params(runners.learner, cfg.train.eval_params), len(groups),
-                           n_seeds)
-        val = pop.evaluate(acting, val_data, val_data.val[:, 0], val_len, eval_keys)
-        val_returns = to_host(val.returns).astype(np.float64)
-        finite = to_host(_finite(runners, metrics))
-        state["val_returns"][epoch] = val_returns
-        for name, v in vars(metrics).items():
-            state["metrics"][name][epoch] = to_host(v)[:n_members]
-        val_sh = [sharpe_of(r, ppy) for r in state["val_returns"][epoch]]
-        weights = to_host(val.market_weights).mean(1)  # [G, F]
-        meta["epoch_seconds"].append(time.time() - t_epoch)
-        for k, idx in enumerate(by_fold):
-            if str(k) in meta["stopped"]:
-                continue
-            bad = [(f"seed {members[i].seed}", w) for i in members_by_fold[k]
-                   for w, ok in zip(FINITE_WHAT[:3], finite[i], strict=True) if not ok]
-            bad += [("ensemble", FINITE_WHAT[-1]) for g in idx
-                    if not np.isfinite(val_returns[g]).all()]
-            if bad:
-                who, what = bad[0]
-                meta["stopped"][str(k)] = {
-                    "epoch": epoch, "message": f"fold {k} stopped at epoch {epoch}: non-finite "
-                                               f"{what} ({who})"}
-                log(meta["stopped"][str(k)]["message"] + "; its last good checkpoint is kept")
-                continue
-            best = max(idx, key=lambda g: val_sh[g])
-            m = groups[best]
-            learner = rows(runners.learner, best * n_seeds, n_seeds, mesh)  # every process
-            if ckpts[k] is not None:
-                ckpts[k].save(epoch, learner, val_sh[best],
-                              {"seeds": n_seeds, "setting": settings[m.setting]})
-            fault_point(f"saving:{epoch}")
-            mean = {name: float(v[epoch, members_by_fold[k]].mean())
-                    for name, v in state["metrics"].items()}
-            if writers[k] is not None:
-                vsn = {f"vsn/{n}": float(x)
-                       for n, x in zip(prep.features.names, weights[best], strict=True)}
-                writers[k].scalars(epoch, {**mean, "val_sharpe": val_sh[best], **vsn})
-            log(f"fold {k} epoch {epoch + 1}/{n_epochs}  loss {mean['loss']:.4f}"
-                f"  td {mean['td_abs']:.3f}  aux {mean['aux_loss']:.3f}"
-                f"  ε {mean['epsilon']:.3f}  val Sharpe {val_sh[best]:+.3f}"
-                f"  {time.time() - t_start:6.1f}s")
-        meta["epochs_done"] = epoch + 1
-        state["runners"] = _rows(runners, 0, n_members)
-        saved.save(epoch, state, meta)
-        fault_point(f"saved:{epoch}")
-    stopped = [meta["stopped"][k]["message"] for k in sorted(meta["stopped"], key=int)]
-    saved.close()
-    fault_point("scoring")
-    for w in writers:
-        if w is not None:
-            w.close()
-    for c in ckpts:
-        if c is not None:
-            c.close()  # every save returned when committed
-    barrier("fold_checkpoints")  # every owner's saves are on disk before process 0 reads them
-    if pid != 0:  # process 0 scores every fold and writes the summary
-        barrier("scored")
-        return {"stopped": stopped}
-    records = _records(state, meta, groups, by_fold, members_by_fold, n_seeds, ppy)
-    if validation_only:
-        summary = _validation_summary(prep, records, settings)
-        np.savez_compressed(run_dir / "validation_returns.npz",
-                            val_returns=state["val_returns"][:meta["epochs_done"]],
-                            fold=[m.fold for m in groups], setting=[m.setting for m in groups])
-    else:
-        readers = [fold_checkpoints(f, 0 if multi else None) for f in folds]
-        summary = score_folds(prep, run_dir, pop, template, readers, fold_data, *records)
-    summary["fingerprint"] = fp
-    summary["stopped"] = stopped
-    write_json(run_dir / "summary.json", summary)
-    write_json(run_dir / "timings.json", {
-        "seconds_total": time.time() - t_start, "seconds_per_epoch": meta["epoch_seconds"],
-        "members": n_members, "devices": int(mesh.devices.size),
-        "processes": jax.process_count(),
-        "device": describe_device()})
-    if not validation_only:
-        from rl_trader.report import write_report
-
-        write_report(run_dir)
-    shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
+    run, state = start(prep, run_dir, build(prep, devices), log, resume, t_start)
+    for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
+        state = train_epoch(run, state, epoch)
+    summary = score(run, state, validation_only)
+    if jax.process_index() == 0:
+        report(run, state, summary, validation_only)
     barrier("scored")
     return summary
 
 
-def _validation_summary(prep: Prepared, records: tuple, settings: list[dict]) -> dict:
-    """The summary of a validation-only run: per fold its epochs and the best validation
-    Sharpe of each setting's ensemble; every trial; no test figure."""
-    history, trials, _ = records
-    best = {}
-    for t in trials:
-        key = (t["fold"], t["setting"])
-        best[key] = max(best.get(key, -np.inf), t["val_sharpe"])
-    return {"validation_only": True, "settings": settings,
-            "folds": [{"fold": f.index, "epochs": history[f.index],
-                       "best_val_sharpe_by_setting": [best.get((f.index, s), None)
-                                                      for s in range(len(settings))]}
-                      for f in prep.folds],
-            "trials": trials, "config": prep.cfg.to_dict(), "data_sha256": prep.bars.sha256,
-            "periods_per_year": prep.periods_per_year, "device": describe_device()}
+def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], None],
+          resume: bool, t_start: float) -> tuple[Run, RunState]:
+    """Fresh members (or, with `resume`, the saved ones), the fold checkpoint managers, the
+    resume store and the TensorBoard writers."""
+    cfg, c = prep.cfg, cohort
+    runners = c.pop.init(c.keys, c.data)
+    n_members, n_epochs = len(c.members), cfg.train.epochs
+    multi, pid = is_multiprocess(), jax.process_index()
+    template = rows(runners.learner, 0, c.n_seeds, c.mesh)
+    metrics0 = EpochMetrics(**{f.name: np.zeros((n_epochs, n_members))
+                               for f in dataclasses.fields(EpochMetrics)})
+    records = Records(runners=_rows(runners, 0, n_members),  # no pad members
+                      val_returns=np.zeros((n_epochs, len(c.groups), prep.val_len)),
+                      metrics=metrics0)
+    progress = Progress(epochs_done=0, stopped={}, epoch_seconds=[],
+                        data_sha256=prep.bars.sha256, folds=[f.to_dict() for f in prep.folds])
+    run = Run(prep=prep, run_dir=run_dir, cohort=c, log=log,
+              fingerprint=fingerprint(template.params, cfg.net, len(cfg.env.magnitudes)),
+              template=template, checkpoints=[], resume_state=ResumeState(run_dir / "resume"),
+              writers=[ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}")
+                       if pid == 0 else None for f in prep.folds], t_start=t_start)
+    # Fold k's directory belongs to process k mod (process count), which alone writes it, so a
+    # multi-process run spreads its checkpoint writes evenly over the processes. Where the
+    # fold's members live does not matter: `rows` gathers each saved ensemble to every process.
+    run.checkpoints = [run.fold_checkpoints(k, pid if multi else None)
+                       if f.index % jax.process_count() == pid else None
+                       for k, f in enumerate(prep.folds)]
+    if resume and run.resume_state.latest_epoch() is not None:
+        records, meta = run.resume_state.restore(records)
+        records = jax.tree.map(np.asarray, records)
+        progress = Progress.from_json(meta)
+        runners = shard_population(_pad(records.runners, c.n_padded), c.mesh)
+        if (progress.data_sha256, progress.folds) != (prep.bars.sha256,
+                                                      [f.to_dict() for f in prep.folds]):
+            raise InputError(f"option --resume: the data behind '{run_dir}' changed since the "
+                             f"run started (sha256 {progress.data_sha256[:12]}… then, "
+                             f"{prep.bars.sha256[:12]}… now); start a new run instead")
+        log(f"resuming after epoch {progress.epochs_done} of {n_epochs}")
+    for ckpt in run.checkpoints:  # epochs saved by a run killed after its last resume point
+        if ckpt is not None:
+            ckpt.delete_after(progress.epochs_done - 1)
+    return run, RunState(runners=runners, records=records, progress=progress)
+
+
+def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
+    """Stage 3, once per epoch: train every member, roll every ensemble out on validation;
+    per fold the NaN guard, the selection and its checkpoint, the logs; then the resume state.
+    """
+    prep, c, cfg = run.prep, run.cohort, run.prep.cfg
+    t_epoch = time.time()
+    runners, metrics = c.pop.epoch(state.runners, c.data, c.hps)
+    fault_point(f"epoch:{epoch}")
+    acting = ensembles(policy_params(runners.learner, cfg.train.eval_params), len(c.groups),
+                       c.n_seeds)
+    val = c.pop.evaluate(acting, c.val_data, c.val_data.val[:, 0], prep.val_len, c.eval_keys)
+    val_returns = to_host(val.returns).astype(np.float64)
+    finite = to_host(_finite(runners, metrics))
+    records, progress = state.records, state.progress
+    records.val_returns[epoch] = val_returns
+    for f in dataclasses.fields(EpochMetrics):
+        getattr(records.metrics, f.name)[epoch] = to_host(getattr(metrics, f.name))[
+            :len(c.members)]
+    val_sh = [sharpe_of(r, prep.periods_per_year) for r in val_returns]
+    weights = to_host(val.market_weights).mean(1)  # [G, F]
+    progress.epoch_seconds.append(time.time() - t_epoch)
+    for k in range(len(prep.folds)):
+        if k in progress.stopped:
+            continue
+        problem = _nan_guard(c, k, finite, val_returns)
+        if problem:
+            progress.stopped[k] = {"epoch": epoch, "message": f"fold {k} stopped at epoch "
+                                                              f"{epoch}: non-finite {problem}"}
+            run.log(progress.stopped[k]["message"] + "; its last good checkpoint is kept")
+            continue
+        best = best_of(c.ensembles_of(k), val_sh)
+        learner = rows(runners.learner, best * c.n_seeds, c.n_seeds, c.mesh)  # every process
+        if run.checkpoints[k] is not None:
+            run.checkpoints[k].save(epoch, learner, val_sh[best],
+                                    {"seeds": c.n_seeds,
+                                     "setting": c.settings[c.groups[best].setting]})
+        fault_point(f"saving:{epoch}")
+        _log_fold(run, k, epoch, records.fold_means(epoch, c.members_of(k)), val_sh[best],
+                  weights[best])
+    progress.epochs_done = epoch + 1
+    records = records.replace(runners=_rows(runners, 0, len(c.members)))
+    run.resume_state.save(epoch, records, progress.to_json())
+    fault_point(f"saved:{epoch}")
+    return RunState(runners=runners, records=records, progress=progress)
+
+
+def _nan_guard(c: Cohort, k: int, finite: np.ndarray, val_returns: np.ndarray) -> str | None:
+    """What is non-finite in fold k this epoch, and whose ('loss (seed 2)'), or None."""
+    bad = [f"{what} (seed {c.members[i].seed})" for i in c.members_of(k)
+           for what, ok in zip(FINITE_WHAT[:3], finite[i], strict=True) if not ok]
+    bad += [f"{FINITE_WHAT[-1]} (ensemble)" for g in c.ensembles_of(k)
+            if not np.isfinite(val_returns[g]).all()]
+    return bad[0] if bad else None
+
+
+def _log_fold(run: Run, k: int, epoch: int, mean: dict[str, float], val_sharpe: float,
+              weights: np.ndarray) -> None:
+    """TensorBoard scalars and the console line of fold k's epoch."""
+    if run.writers[k] is not None:
+        vsn = {f"vsn/{n}": float(x)
+               for n, x in zip(run.prep.features.names, weights, strict=True)}
+        run.writers[k].scalars(epoch, {**mean, "val_sharpe": val_sharpe, **vsn})
+    run.log(f"fold {k} epoch {epoch + 1}/{run.prep.cfg.train.epochs}  loss {mean['loss']:.4f}"
+            f"  td {mean['td_abs']:.3f}  aux {mean['aux_loss']:.3f}"
+            f"  ε {mean['epsilon']:.3f}  val Sharpe {val_sharpe:+.3f}"
+            f"  {time.time() - run.t_start:6.1f}s")
+
+
+def score(run: Run, state: RunState, validation_only: bool) -> dict:
+    """Stage 4: close the writers and managers; on process 0, each fold's best checkpoint
+    scored once on test beside the baselines (or, for a sweep, the validation records only).
+    Other processes return only the stopped folds."""
+    progress = state.progress
+    stopped = [progress.stopped[k]["message"] for k in sorted(progress.stopped)]
+    run.resume_state.close()
+    fault_point("scoring")
+    for w in run.writers:
+        if w is not None:
+            w.close()
+    for ckpt in run.checkpoints:
+        if ckpt is not None:
+            ckpt.close()  # every save returned when committed
+    barrier("fold_checkpoints")  # every owner's saves are on disk before process 0 reads them
+    if jax.process_index() != 0:  # process 0 scores every fold and writes the summary
+        return {"stopped": stopped}
+    records = fold_records(run.prep, run.cohort, state.records, progress)
+    if validation_only:
+        summary = validation_summary(run.prep, records, run.cohort.settings)
+    else:
+        readers = [run.fold_checkpoints(k, 0 if is_multiprocess() else None)
+                   for k in range(len(run.prep.folds))]
+        summary = score_folds(run.prep, run.run_dir, run.cohort.pop, run.template, readers,
+                              run.cohort.fold_data, *records)
+    summary["fingerprint"] = run.fingerprint
+    summary["stopped"] = stopped
+    return summary
+
+
+def report(run: Run, state: RunState, summary: dict, validation_only: bool) -> None:
+    """Stage 5 (process 0): summary.json, timings.json, the per-bar validation returns of a
+    sweep or the HTML report of a run; then the resume state is removed (the run is done)."""
+    run_dir, c = run.run_dir, run.cohort
+    done = state.progress.epochs_done
+    write_json(run_dir / "summary.json", summary)
+    write_json(run_dir / "timings.json", {
+        "seconds_total": time.time() - run.t_start,
+        "seconds_per_epoch": state.progress.epoch_seconds,
+        "members": len(c.members), "devices": int(c.mesh.devices.size),
+        "processes": jax.process_count(),
+        "device": describe_device()})
+    if validation_only:
+        np.savez_compressed(run_dir / "validation_returns.npz",
+                            val_returns=state.records.val_returns[:done],
+                            fold=[m.fold for m in c.groups], setting=[m.setting for m in c.groups])
+    else:
+        from rl_trader.report import write_report
+
+        write_report(run_dir)
+    shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
 
 
 def _rows(tree, start: int, stop: int):
@@ -309,27 +306,3 @@ def _pad(tree, size: int):
         [np.asarray(x), np.repeat(np.asarray(x)[:1], size - x.shape[0], axis=0)]), tree)
 
 
-def _records(state: dict, meta: dict, groups, by_fold, members_by_fold, n_seeds: int,
-             ppy: float) -> tuple:
-    """Per-fold epoch history, every trial (an ensemble's validation Sharpe at an epoch), and
-    the validation trial matrices, derived from the saved per-epoch arrays (so a resumed run
-    derives exactly what an uninterrupted one would). Epochs from a fold's stop onwards are
-    not trials."""
-    history = [[] for _ in by_fold]
-    trials: list[dict] = []
-    val_matrix = [[] for _ in by_fold]
-    for k, idx in enumerate(by_fold):
-        stop = meta["stopped"].get(str(k))
-        last = stop["epoch"] if stop else meta["epochs_done"]
-        for epoch in range(last):
-            val = state["val_returns"][epoch]
-            val_sh = {g: sharpe_of(val[g], ppy) for g in idx}
-            best = max(idx, key=lambda g: val_sh[g])
-            trials += [{"fold": k, "epoch": epoch, "setting": groups[g].setting,
-                        "seeds": n_seeds, "val_sharpe": val_sh[g]} for g in idx]
-            val_matrix[k].append(val[idx])
-            mean = {name: float(v[epoch, members_by_fold[k]].mean())
-                    for name, v in state["metrics"].items()}
-            history[k].append({"epoch": epoch, "val_sharpe": val_sh[best],
-                               "setting": groups[best].setting, **mean})
-    return history, trials, val_matrix

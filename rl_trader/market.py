@@ -1,4 +1,5 @@
-"""A fold's market on the device: normalised features, prices, aux targets, segment bounds.
+"""A fold's market on the device: normalised features, prices, aux targets, segment bounds;
+and the observation (`Obs`) gathered from it, the network's input.
 
 The features are normalised with statistics fit on the fold's **train segment only**; val and
 test bars are transformed with those statistics. Observations are gathered from these arrays
@@ -15,7 +16,15 @@ from flax import struct
 from rl_trader.env import Prices
 from rl_trader.features import MarketFeatures, fit_normaliser, next_bar_log_return, normalise
 from rl_trader.folds import Fold
-from rl_trader.networks import Obs
+
+
+@struct.dataclass
+class Obs:
+    """One observation (or a batch, with leading axes)."""
+
+    market: jax.Array  # float32 [..., F]
+    window: jax.Array  # float32 [..., L, F]
+    portfolio: jax.Array  # float32 [..., P]
 
 
 @struct.dataclass

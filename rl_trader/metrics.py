@@ -49,6 +49,11 @@ def sharpe(returns, periods_per_year: float):
     return xp.where(ok, mean / safe * math.sqrt(periods_per_year), 0.0)
 
 
+def sharpe_of(returns, ppy: float) -> float:
+    """`sharpe` of one host series (any float dtype, computed in float64) as a Python float."""
+    return float(sharpe(np.asarray(returns, np.float64), ppy))
+
+
 def sortino(returns, ppy: float) -> float:
     """Annualised Sortino ratio (required return 0): mean(r) / DD · √ppy.
 

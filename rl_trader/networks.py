@@ -18,15 +18,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rl_trader.config import NetConfig
-
-
-@struct.dataclass
-class Obs:
-    """One observation (or a batch, with leading axes)."""
-
-    market: jax.Array  # float32 [..., F]
-    window: jax.Array  # float32 [..., L, F]
-    portfolio: jax.Array  # float32 [..., P]
+from rl_trader.market import Obs
 
 
 @struct.dataclass

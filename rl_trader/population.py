@@ -1,5 +1,7 @@
-"""A population of training runs — folds × hyper-parameter settings × seeds — as one program.
+"""Stage 2 of a run: the population — folds × hyper-parameter settings × seeds — as one program.
 
+`build(prep, devices)` → `Cohort`: the members, their ensembles (one per fold and setting),
+their keys, fold data and hyper-parameters sharded over the devices, and the jitted programs.
 The trainer's `init`, `epoch` and `evaluate` run under `jax.vmap` over the members, each jitted
 once (`Population`); the host selects per fold between epochs. Folds share one shape (the
 whole bar range; only the segment bounds and the train-fitted normalisation differ), so no
@@ -19,9 +21,11 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rl_trader.agent import HParams
 from rl_trader.config import SWEEPABLE, RunConfig
-from rl_trader.devices import POP_AXIS
+from rl_trader.devices import POP_AXIS, padded_size, population_mesh, shard_population
+from rl_trader.errors import InputError
 from rl_trader.market import FoldData
-from rl_trader.train import Trainer
+from rl_trader.prepare import Prepared
+from rl_trader.train import Trainer, make_train
 
 
 def stack(trees: list) -> object:
@@ -41,8 +45,6 @@ def grid(cfg: RunConfig, axes: dict[str, list[float]]) -> list[dict[str, float]]
     """Cartesian product of sweep values; fields not swept keep the config's value."""
     unknown = set(axes) - set(SWEEPABLE)
     if unknown:
-        from rl_trader.errors import InputError
-
         raise InputError(f"cannot sweep {sorted(unknown)}: sweepable are {', '.join(SWEEPABLE)}")
     base = vars(HParams.from_config(cfg.agent))
     names = list(axes)
@@ -103,3 +105,63 @@ def ensembles(tree: object, n_groups: int, size: int) -> object:
 def take(tree: object, i: int) -> object:
     """Member `i` of a population pytree (leading axis), as host numpy arrays."""
     return jax.tree.map(lambda x: np.asarray(x)[i], tree)
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """A run's population, built once (`build`): who trains, on what, with which programs.
+
+    Members are in `members_of` order; ensemble g = members [g·S, (g+1)·S) is one (fold,
+    setting) and acts as one policy. The sharded arrays carry pad members at the end (copies of
+    member 0, ignored) so that the population divides the devices.
+    """
+
+    members: list[Member]
+    settings: list[dict[str, float]]
+    n_seeds: int  # S: seeds per ensemble
+    fold_data: list[FoldData]  # host/device arrays per fold
+    mesh: Mesh
+    pop: Population
+    keys: jax.Array  # [P_pad, 2] sharded
+    data: FoldData  # leaves [P_pad, ...] sharded
+    hps: HParams  # leaves [P_pad] sharded
+    val_data: FoldData  # leaves [G, ...] host numpy: each ensemble's fold
+    eval_keys: jax.Array  # [G, 2]: validation rollout keys
+
+    @property
+    def groups(self) -> list[Member]:
+        """The first member of each ensemble (its fold and setting)."""
+        return self.members[::self.n_seeds]
+
+    @property
+    def n_padded(self) -> int:
+        return self.keys.shape[0]
+
+    def ensembles_of(self, fold: int) -> list[int]:
+        """Indices of fold `fold`'s ensembles."""
+        return [g for g, m in enumerate(self.groups) if m.fold == fold]
+
+    def members_of(self, fold: int) -> list[int]:
+        """Indices of fold `fold`'s members."""
+        return [i for i, m in enumerate(self.members) if m.fold == fold]
+
+
+def build(prep: Prepared, devices: int | None = None) -> Cohort:
+    """Stage 2: every (fold, setting, seed) member with its fresh inputs, sharded over the first
+    `devices` local devices (default: all), and the trainer's jitted programs."""
+    cfg = prep.cfg
+    settings = grid(cfg, {k: list(v) for k, v in cfg.sweep})
+    n_seeds = cfg.train.seeds
+    members = members_of(len(prep.folds), len(settings), list(range(n_seeds)))
+    fold_data = [prep.fold_data(k) for k in range(len(prep.folds))]
+    mesh = population_mesh(devices)
+    padded = members + [members[0]] * (padded_size(len(members), mesh) - len(members))
+    keys, data, hps = shard_population(population_inputs(padded, fold_data, settings, cfg.seed),
+                                       mesh)
+    groups = members[::n_seeds]
+    return Cohort(members=members, settings=settings, n_seeds=n_seeds, fold_data=fold_data,
+                  mesh=mesh, pop=Population(make_train(cfg, prep.periods_per_year, prep.val_len),
+                                            mesh),
+                  keys=keys, data=data, hps=hps,
+                  val_data=stack([fold_data[m.fold] for m in groups]),
+                  eval_keys=jax.random.split(jax.random.PRNGKey(cfg.seed), len(groups)))

@@ -7,7 +7,6 @@ stitched record and the headline then cover the folds that were scored, and say 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -17,19 +16,13 @@ from rl_trader.agent import policy_params
 from rl_trader.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.devices import describe_device
 from rl_trader.env import PORTFOLIO_NAMES
+from rl_trader.headline import headline
 from rl_trader.market import FoldData
-from rl_trader.metrics import performance, sharpe
+from rl_trader.metrics import performance, sharpe_of
 from rl_trader.population import Population, stack, take
-from rl_trader.selection import headline
-
-if TYPE_CHECKING:
-    from rl_trader.experiment import Prepared
+from rl_trader.prepare import Prepared
 
 N_RANDOM_SEEDS = 16  # random-policy baseline: mean and spread over this many seeds
-
-
-def sharpe_of(returns, ppy: float) -> float:
-    return float(sharpe(np.asarray(returns, np.float64), ppy))
 
 
 def perf_of(r: ev.Rollout, ppy: float) -> dict[str, float]:
@@ -107,7 +100,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                 "status": "stopped before its first checkpoint"} for f in folds]
     stitched: dict[str, list] = {name: [] for name in ("agent", *ev.BASELINES, "oracle")}
     if scored:
-        test_len = folds[0].test[1] - folds[0].test[0]
+        test_len = prep.test_len
         data = stack([fold_data[k] for k in scored])
         params = stack([policy_params(learners[k], cfg.train.eval_params) for k in scored])
         tests = Population(pop.trainer).evaluate(params, data, data.test[:, 0], test_len,
@@ -140,3 +133,20 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
             "data_sha256": prep.bars.sha256, "data_source": prep.bars.source,
             "n_bars": len(prep.bars), "periods_per_year": ppy,
             "feature_names": list(prep.features.names), "device": describe_device()}
+
+
+def validation_summary(prep: Prepared, records: tuple, settings: list[dict]) -> dict:
+    """The summary of a validation-only run: per fold its epochs and the best validation
+    Sharpe of each setting's ensemble; every trial; no test figure."""
+    history, trials, _ = records
+    best = {}
+    for t in trials:
+        key = (t["fold"], t["setting"])
+        best[key] = max(best.get(key, -np.inf), t["val_sharpe"])
+    return {"validation_only": True, "settings": settings,
+            "folds": [{"fold": f.index, "epochs": history[f.index],
+                       "best_val_sharpe_by_setting": [best.get((f.index, s), None)
+                                                      for s in range(len(settings))]}
+                      for f in prep.folds],
+            "trials": trials, "config": prep.cfg.to_dict(), "data_sha256": prep.bars.sha256,
+            "periods_per_year": prep.periods_per_year, "device": describe_device()}

@@ -1,61 +1,27 @@
-"""The run's headline with its selection-bias statistics (PSR, DSR, MinTRL, PBO).
+"""The selection rule — one definition, used by every run, the in-program trainer and the tests.
 
-Trials are every (fold, epoch, setting) ensemble whose validation Sharpe was looked at when
-choosing; the DSR deflates the stitched test Sharpe by the expected maximum Sharpe of that many
-zero-skill trials, using the dispersion of the trials' validation Sharpes. PBO is computed per
-fold by CSCV over the fold's validation trial matrix [bars, trials] and averaged over folds.
+Candidates (epochs, or the ensembles of one fold) are taken in order against an incumbent that
+starts at −∞; a candidate replaces it only when its validation Sharpe is strictly greater, so
+NaN never wins. The choice is the first maximum (earliest epoch, lowest ensemble index); when
+every score is NaN the first candidate stands. `improves` is the rule itself and works on
+Python floats, numpy and traced JAX values alike (the in-program trainer uses it in a scan).
 """
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
-from rl_trader.metrics import geometric_mean_positive, sharpe
-from rl_trader.stats import (
-    annualise_sharpe,
-    deannualise_sharpe,
-    deflated_sharpe_ratio,
-    min_track_record_length,
-    moments,
-    pbo_cscv,
-    probabilistic_sharpe_ratio,
-)
-
-PBO_SPLITS = 16
+from collections.abc import Sequence
+from typing import Any
 
 
-def fold_pbo(val_returns: np.ndarray) -> float | None:
-    """PBO of one fold's trials, `val_returns` [trials, bars]; None with < 2 trials."""
-    n_trials, n_bars = val_returns.shape
-    splits = min(PBO_SPLITS, n_bars - n_bars % 2)
-    if n_trials < 2 or splits < 2:
-        return None
-    return pbo_cscv(val_returns.T, n_splits=splits)
+def improves(candidate: Any, incumbent: Any) -> Any:
+    """True where `candidate` beats `incumbent`: candidate > incumbent (NaN compares False)."""
+    return candidate > incumbent
 
 
-def headline(stitched: np.ndarray, trials: list[dict], val_matrix: list[list[np.ndarray]],
-             ppy: float, fold_test_sharpes: list[float] | None = None) -> dict:
-    """Stitched test Sharpe with PSR, DSR over all trials, MinTRL, E[max Sharpe] and PBO."""
-    sr, skew, kurt, n = moments(stitched)
-    trial_sr = [deannualise_sharpe(t["val_sharpe"], ppy) for t in trials]
-    deflated = deflated_sharpe_ratio(sr, n, skew, kurt, trial_sr)
-    pbos = [fold_pbo(np.concatenate(m, axis=0)) for m in val_matrix]
-    pbos = [p for p in pbos if p is not None]
-    mintrl = min_track_record_length(sr, skew, kurt)
-    return {
-        "stitched_test_sharpe": float(sharpe(stitched, ppy)),
-        "psr": probabilistic_sharpe_ratio(sr, n, skew, kurt),
-        "dsr": deflated.dsr,
-        "n_trials": deflated.n_trials,
-        "expected_max_sharpe": annualise_sharpe(deflated.sr_benchmark, ppy),
-        "min_track_record_bars": None if math.isinf(mintrl) else mintrl,
-        "n_test_bars": n,
-        "pbo": float(np.mean(pbos)) if pbos else None,
-        "pbo_by_fold": pbos,
-        "geo_mean_test_sharpe": (geometric_mean_positive(fold_test_sharpes)
-                                 if fold_test_sharpes else None),
-        "skew": skew,
-        "kurtosis": kurt,
-    }
+def best_of(indices: Sequence[int], score: Sequence[float]) -> int:
+    """The index in `indices` chosen by the rule on `score[i]`."""
+    best, incumbent = indices[0], float("-inf")
+    for i in indices:
+        if improves(score[i], incumbent):
+            best, incumbent = i, score[i]
+    return best

@@ -230,8 +230,6 @@ CASES = [
          ("option --commission-bps=-1.0", "in [0, 1000]")),
     Case("epochs_0", opts("--epochs", "0"), 2, ("option --epochs=0", "[1, 10000]")),
     Case("seed_negative", opts("--seed", "-1"), 2, ("option --seed=-1", "[0, 2**31)")),
-    Case("eval_params_unknown", opts("--eval-params", "best"), 2,
-         ("option --eval-params='best'", "online or target")),
     Case("sweep_unknown_name", opts(*SYNTH, "--sweep", "tau=0.1,0.2"), 2,
          ("option --sweep tau: cannot be swept", "sweepable are learning_rate")),
     Case("sweep_malformed_value", opts(*SYNTH, "--sweep", "learning_rate=1e-3;2e-3"), 2,
@@ -297,6 +295,8 @@ ARGPARSE_CASES = [
     (["--lr", "fast"], "argument --lr: invalid float value: 'fast'"),
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--preset", "huge"], "argument --preset: invalid choice: 'huge'"),
+    (["--eval-params", "best"], "argument --eval-params: invalid choice: 'best'"),
+    (["--magnitudes", "0.5,x"], "argument --magnitudes: expected comma-separated numbers"),
 ]
 
 
@@ -311,7 +311,7 @@ def tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     def must_not_train(*args, **kwargs):
         pytest.fail("bad input reached training")
 
-    monkeypatch.setattr(experiment, "_run_locked", must_not_train)
+    monkeypatch.setattr(experiment, "_run", must_not_train)
     monkeypatch.setenv("RL_TRADER_JAX_CACHE", "off")
     return tmp_path
 

@@ -6,17 +6,16 @@ from helpers import init_params, tiny_config
 
 from rl_trader import env
 from rl_trader.evaluate import greedy_decide
-from rl_trader.experiment import prepare
-from rl_trader.market import make_fold_data, observe
+from rl_trader.market import observe
 from rl_trader.networks import QNetwork
 from rl_trader.population import stack
+from rl_trader.prepare import prepare
 
 
 def test_ensemble_position_is_the_mean_of_its_members_targets():
     cfg = tiny_config()
     prep = prepare(cfg)
-    data = make_fold_data(prep.bars.open, prep.bars.close, prep.features, prep.folds[0],
-                          cfg.features.clip)
+    data = prep.fold_data(0)
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
     start = int(prep.folds[0].val[0])
     state = env.reset(start, start + 10)

@@ -90,15 +90,40 @@ def test_dueling_advantages_have_zero_mean(qnet):
     assert float(jnp.std(out.q_magnitude, -1).min()) > 0
 
 
-def test_default_parameter_count():
-    """Default NetConfig, F=21, L=32, P=5, M=4 (174,827 parameters when written)."""
-    net = QNetwork(NetConfig(), 4)
+def expected_parameter_count(f: int, lb: int, p: int, m: int, d: int, trunk: int,
+                             c: int) -> int:
+    """The architecture's parameter count written out (networks.py's docstring): F market
+    and P portfolio variables, look-back L, M magnitudes, widths d (hidden), trunk, c (context).
+    """
+    dense = lambda n_in, n_out, bias=True: n_in * n_out + (n_out if bias else 0)  # noqa: E731
+    per_variable = 3 * d * d + 9 * d  # w2 (1→d), w1, gate, value (d→d), skip (1→d), LayerNorm
+
+    def grn(n_in: int, out: int, hidden: int, context: int | None) -> int:
+        return (dense(n_in, hidden) + (dense(context, hidden, False) if context else 0)
+                + dense(hidden, hidden) + (dense(n_in, out) if n_in != out else 0)
+                + 2 * dense(hidden, out) + 2 * out)
+
+    return (dense(lb * f, c)  # look-back context
+            + f * per_variable + grn(f * d, f, d, c)  # market VSN: variables + selector
+            + p * per_variable + grn(p * d, p, d, None)  # portfolio VSN
+            + grn(2 * d, trunk, trunk, c)  # trunk
+            + dense(trunk, 1) + dense(trunk, 3) + dense(trunk, m)  # value, advantages
+            + dense(d + c, 1))  # aux head
+
+
+@pytest.mark.parametrize("cfg, m, expected", [(NetConfig(), 4, 174_827),
+                                              (NetConfig(hidden=8, trunk=16, context=8), 3,
+                                               None)])
+def test_parameter_count_is_exactly_the_documented_architecture(cfg, m, expected):
+    """Default NetConfig, F=21, L=32, P=5, M=4: 174,827 parameters (docs/benchmarks.md)."""
+    net = QNetwork(cfg, m)
     obs = Obs(market=jax.ShapeDtypeStruct((21,), jnp.float32),
               window=jax.ShapeDtypeStruct((32, 21), jnp.float32),
               portfolio=jax.ShapeDtypeStruct((5,), jnp.float32))
     shapes = jax.eval_shape(net.init, jax.random.key(0), obs)
     n = sum(math.prod(x.shape) for x in jax.tree.leaves(shapes))
-    assert 100_000 <= n <= 400_000, n
+    assert n == expected_parameter_count(21, 32, 5, m, cfg.hidden, cfg.trunk, cfg.context)
+    assert expected is None or n == expected
 
 
 # --- building blocks ------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from helpers import tiny_config  # noqa: E402
 
 from experiments import peers  # noqa: E402
 from rl_trader import env  # noqa: E402
-from rl_trader.experiment import prepare  # noqa: E402
 from rl_trader.market import observe  # noqa: E402
+from rl_trader.prepare import prepare  # noqa: E402
 
 CFG = tiny_config(n_envs=2)
 
@@ -28,7 +28,7 @@ def prep():
 
 @pytest.fixture(scope="module")
 def data(prep):
-    return peers.fold0_data(CFG, prep)
+    return prep.fold_data(0)
 
 
 def _direct(data, t0, actions, cfg):

@@ -82,9 +82,9 @@ def test_non_finite_training_stops_the_fold_and_keeps_its_last_good_checkpoint(
         tmp_path, monkeypatch, capsys):
     """Poison fold 1's parameters after its first epoch: fold 1 stops naming the fold, the
     epoch and what went non-finite; its epoch-0 checkpoint is kept and scored; exit code 1."""
-    from rl_trader import experiment
+    from rl_trader import population
 
-    class Poisoned(experiment.Population):
+    class Poisoned(population.Population):
         calls = 0
 
         def __init__(self, trainer, mesh=None):
@@ -101,7 +101,7 @@ def test_non_finite_training_stops_the_fold_and_keeps_its_last_good_checkpoint(
 
             self.epoch = epoch
 
-    monkeypatch.setattr(experiment, "Population", Poisoned)
+    monkeypatch.setattr(population, "Population", Poisoned)
     run_dir = tmp_path / "nan"
     code = main(TINY + ["--run-dir", str(run_dir)])
     err = capsys.readouterr().err

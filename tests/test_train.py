@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
-from rl_trader.experiment import prepare
-from rl_trader.market import make_fold_data
 from rl_trader.metrics import sharpe
+from rl_trader.prepare import prepare
 from rl_trader.train import Runner, jit_single, make_train
 
 CFG = tiny_config(n_envs=4)
@@ -20,10 +19,9 @@ CFG = tiny_config(n_envs=4)
 @pytest.fixture(scope="module")
 def setup():
     prep = prepare(CFG)
-    datas = [make_fold_data(prep.bars.open, prep.bars.close, prep.features, f, CFG.features.clip)
-             for f in prep.folds]
-    val_len = prep.folds[0].val[1] - prep.folds[0].val[0]
-    return prep, datas, jit_single(make_train(CFG, prep.periods_per_year, val_len)), val_len
+    datas = [prep.fold_data(k) for k in range(len(prep.folds))]
+    return prep, datas, jit_single(make_train(CFG, prep.periods_per_year, prep.val_len)), \
+        prep.val_len
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +50,7 @@ def test_fold_two_starts_from_a_fresh_state(setup):
     for _ in range(CFG.train.epochs):
         runner, _ = trainer.epoch(runner, datas[0])
     second = trainer.init(jax.random.fold_in(key, 1), datas[1])
-    val_len = prep.folds[0].val[1] - prep.folds[0].val[0]
-    fresh = jit_single(make_train(CFG, prep.periods_per_year, val_len)).init(
+    fresh = jit_single(make_train(CFG, prep.periods_per_year, prep.val_len)).init(
         jax.random.fold_in(key, 1), datas[1])
     chex.assert_trees_all_equal(second, fresh)
 

@@ -1,0 +1,63 @@
+"""Stage 1 of a run: validate the config, load the bars, compute features, lay out the folds.
+
+`prepare(cfg)` → `Prepared`, everything known before training; `Prepared.fold_data(k)` moves
+fold k's arrays (features normalised with fold k's train statistics) to the device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rl_trader.config import RunConfig
+from rl_trader.data import SYNTHETIC_PREFIX, Bars, load
+from rl_trader.features import MarketFeatures, compute_features
+from rl_trader.folds import Fold, make_folds
+from rl_trader.market import FoldData, make_fold_data
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything known before training: data, features, the fold layout, annualisation."""
+
+    cfg: RunConfig
+    bars: Bars
+    features: MarketFeatures
+    folds: list[Fold]
+    periods_per_year: float
+    signal: np.ndarray | None  # planted signal of a synthetic market (for the oracle)
+
+    @property
+    def val_len(self) -> int:
+        """Bars per validation block (equal in every fold: `make_folds` guarantees it)."""
+        return self.folds[0].val[1] - self.folds[0].val[0]
+
+    @property
+    def test_len(self) -> int:
+        """Bars per test block (equal in every fold)."""
+        return self.folds[0].test[1] - self.folds[0].test[0]
+
+    def fold_data(self, k: int) -> FoldData:
+        """Fold k's device arrays, normalised with statistics fit on its train segment."""
+        return make_fold_data(self.bars.open, self.bars.close, self.features, self.folds[k],
+                              self.cfg.features.clip)
+
+
+def prepare(cfg: RunConfig) -> Prepared:
+    """Validate the config, load and check the data, compute features, lay out the folds."""
+    cfg.validate()
+    signal = None
+    if (cfg.data.path or "").startswith(SYNTHETIC_PREFIX):
+        from rl_trader.data.synthetic import from_spec
+
+        market = from_spec(cfg.data.path)
+        bars, signal = market.bars, market.signal
+    else:
+        bars = load(cfg.data.path)
+    feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
+    first_bar = feats.first_valid + cfg.features.lookback
+    folds = make_folds(len(bars), first_bar, cfg.folds, cfg.features.lookback, cfg.agent.n_step)
+    ppy = cfg.data.periods_per_year or bars.periods_per_year()
+    return Prepared(cfg=cfg, bars=bars, features=feats, folds=folds, periods_per_year=ppy,
+                    signal=signal)

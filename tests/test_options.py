@@ -1,0 +1,94 @@
+"""The command line generated from the config dataclasses: every field, defaults, --config."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from rl_trader.config import SECTIONS, SWEEPABLE, AgentConfig, RunConfig, flag_of, preset
+from rl_trader.errors import InputError
+from rl_trader.options import config_from_args, run_parser
+
+
+def parse(*argv: str) -> RunConfig:
+    return config_from_args(run_parser("test", "test").parse_args(list(argv)))
+
+
+def other_value(value):
+    """A valid value different from `value`, of the same type."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, tuple):
+        return value[:-1] or (0.5,)
+    if isinstance(value, str):
+        return {"tf32": "fp32", "online": "target"}.get(value, value + ".csv")
+    if value is None:
+        return 7
+    return value * 2 if isinstance(value, int) else value / 2
+
+
+def as_argv(flag: str, value) -> list[str]:
+    if isinstance(value, bool):
+        return [flag if value else "--no-" + flag[2:]]
+    if isinstance(value, tuple):
+        return [flag, ",".join(str(v) for v in value)]
+    return [flag, str(value)]
+
+
+@pytest.mark.parametrize("section, name", [(s, f.name) for s, cls in SECTIONS.items()
+                                           for f in dataclasses.fields(cls)])
+def test_every_config_field_is_settable_from_the_command_line(section, name):
+    cls = SECTIONS[section]
+    field = next(f for f in dataclasses.fields(cls) if f.name == name)
+    base = getattr(preset("smoke"), section)
+    value = other_value(getattr(base, name))
+    if name == "path":
+        value = "synthetic:ar1:1200:1"
+    cfg = parse("--preset", "smoke", *as_argv(flag_of(field), value))
+    assert getattr(getattr(cfg, section), name) == value
+    untouched = dataclasses.replace(getattr(cfg, section), **{name: getattr(base, name)})
+    assert untouched == base  # nothing else changed
+
+
+def test_help_shows_defaults_choices_and_sweepable(capsys):
+    with pytest.raises(SystemExit) as exc:
+        run_parser("test", "test").parse_args(["--help"])
+    assert exc.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--lr X Adam learning rate (default: 0.0001); sweepable" in out
+    assert "{tf32,fp32,bf16}" in out and "(default: 0.25,0.5,0.75,1)" in out
+
+
+def test_sweepable_names_come_from_the_declarations():
+    declared = [f.name for f in dataclasses.fields(AgentConfig) if f.metadata["sweep"]]
+    assert list(SWEEPABLE) == declared and "learning_rate" in declared and "tau" not in declared
+
+
+def test_a_saved_config_reruns_exactly_and_options_override_it(tmp_path):
+    cfg = parse("--preset", "smoke", "--lr", "0.003", "--magnitudes", "0.5,1", "--seed", "4",
+                "--sweep", "gamma=0.5,0.8")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg.to_dict()))
+    assert parse("--config", str(path)) == cfg
+    again = parse("--config", str(path), "--epochs", "7")
+    assert again == dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=7))
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--preset", "smoke", "--config", "x.json"], "exclude each other"),
+    (["--config", "missing.json"], "is not a file"),
+])
+def test_config_file_errors_name_the_option(argv, needle, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=needle):
+        parse(*argv)
+
+
+def test_bad_option_is_one_line_with_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        run_parser("prog", "test").parse_args(["--lookback", "many"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: argument --lookback")
