@@ -69,6 +69,9 @@ class EnvConfig:
     commission_bps: float = 1.0  # on traded notional
     slippage_bps: float = 1.0  # fill price moves against the trader
     episode_bars: int = 256  # training episode length before truncation
+    reward: str = "log"  # flag: --reward, help: learning reward: log, mean_variance or dsr
+    risk_aversion: float = 0.1  # flag: --risk-aversion, help: λ of mean_variance (per percent)
+    dsr_eta: float = 0.01  # flag: --dsr-eta, help: adaptation rate η of the dsr reward's EMAs
 
     def validate(self) -> None:
         _check(len(self.magnitudes) >= 1 and all(0 < m <= 1 for m in self.magnitudes),
@@ -78,6 +81,13 @@ class EnvConfig:
         _check(0 <= self.slippage_bps <= 1000, "--slippage-bps", "in [0, 1000]",
                self.slippage_bps)
         _check(self.episode_bars >= 2, "episode_bars", ">= 2", self.episode_bars)
+        _check(self.reward in REWARDS, "--reward", "one of " + ", ".join(REWARDS), self.reward)
+        _check(0 <= self.risk_aversion <= 100, "--risk-aversion", "in [0, 100]",
+               self.risk_aversion)
+        _check(0 < self.dsr_eta < 1, "--dsr-eta", "in (0, 1)", self.dsr_eta)
+
+
+REWARDS = ("log", "mean_variance", "dsr")  # the learning rewards of `env.reward`
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ Decide = Callable[[jax.Array, env.EnvState, jax.Array], tuple[jax.Array, jax.Arr
 class Rollout:
     """Per-bar results of one policy over a segment; leaves [S] (S = b − a)."""
 
-    returns: jax.Array  # simple returns of equity, net of costs
+    returns: jax.Array  # simple returns of equity, net of costs (never the learning reward)
     position: jax.Array  # target fraction filled at the bar's open (the overnight gap into
     # the bar is earned by the previous position, so hit rate and exposure are approximate)
     cost: jax.Array  # cost paid at the fill, fraction of equity
@@ -47,7 +47,7 @@ def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: 
         port = env.portfolio_features(state, data.prices)
         target, w_m, w_p = decide(k, state, port)
         new, out = env.step(state, target, data.prices, cfg.env)
-        return new, Rollout(returns=jnp.expm1(out.reward), position=target, cost=out.cost,
+        return new, Rollout(returns=jnp.expm1(out.log_growth), position=target, cost=out.cost,
                             turnover=out.turnover, market_weights=w_m, portfolio_weights=w_p)
 
     _, result = jax.lax.scan(body, state, jax.random.split(key, length))
