@@ -96,6 +96,9 @@ class FoldConfig:
         _check(self.min_train_bars >= 10, "--min-train-bars", ">= 10", self.min_train_bars)
 
 
+REWARDS = ("log", "mean_variance", "dsr")  # the learning rewards of `env.reward`
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """Trading environment: actions, fills and costs (all on by default)."""
@@ -105,6 +108,11 @@ class EnvConfig:
     commission_bps: float = option(1.0, "commission, bps of traded notional")
     slippage_bps: float = option(1.0, "slippage against the trader, bps of traded notional")
     episode_bars: int = option(256, "training episode length in bars before truncation")
+    reward: str = option("log", "learning reward: log growth, mean_variance (r − (λ/2)·r², "
+                         "returns in percent) or dsr (differential Sharpe ratio)",
+                         choices=REWARDS)
+    risk_aversion: float = option(0.1, "λ of the mean_variance reward, per percent return")
+    dsr_eta: float = option(0.01, "adaptation rate η of the dsr reward's moving moments")
 
     def validate(self) -> None:
         _check(len(self.magnitudes) >= 1 and all(0 < m <= 1 for m in self.magnitudes),
@@ -114,6 +122,10 @@ class EnvConfig:
         _check(0 <= self.slippage_bps <= 1000, "--slippage-bps", "in [0, 1000]",
                self.slippage_bps)
         _check(self.episode_bars >= 2, "--episode-bars", ">= 2", self.episode_bars)
+        _check(self.reward in REWARDS, "--reward", "one of " + ", ".join(REWARDS), self.reward)
+        _check(0 <= self.risk_aversion <= 100, "--risk-aversion", "in [0, 100]",
+               self.risk_aversion)
+        _check(0 < self.dsr_eta < 1, "--dsr-eta", "in (0, 1)", self.dsr_eta)
 
 
 PRECISIONS = ("tf32", "fp32", "bf16")

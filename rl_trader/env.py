@@ -2,7 +2,9 @@
 
 Timing. The observation at bar t uses data up to bar t's close. The action chosen at t sets a
 target position (a signed fraction of equity) that is filled at bar t+1's **open**; the step's
-reward is the log growth of equity from close t to close t+1, net of costs.
+outcome is the growth of equity from close t to close t+1, net of costs. The learning reward is
+a function of that growth chosen by `EnvConfig.reward` (`reward`); evaluation uses the growth
+itself (`StepOut.log_growth`), whatever the reward.
 
 Accounting for one step, with units u held over the close t → open t+1 gap, target fraction p*:
 
@@ -10,7 +12,7 @@ Accounting for one step, with units u held over the close t → open t+1 gap, ta
     u*   = p*·E_o / O_{t+1}                          units after the fill
     cost = |u* − u|·O_{t+1}·(commission + slippage)  both in bps of traded notional
     E_{t+1} = E_o − cost + u*·(C_{t+1} − O_{t+1})
-    r_t  = log(E_{t+1} / E_t)
+    g_t  = log(E_{t+1} / E_t)                        log growth (what evaluation uses)
 
 Slippage as a cost of `slippage_bps` on the traded notional is exactly a fill price
 O·(1 ± slippage) against the trader, with the position marked at O. Costs are computed here
@@ -33,6 +35,8 @@ from rl_trader.config import EnvConfig
 RUIN = 1e-4  # equity (as a fraction of the starting equity) at which an episode terminates
 N_DIRECTIONS = 3  # short, flat, long
 FLAT = 1
+PERCENT = 100.0  # returns in the mean-variance and DSR rewards are in percent: R = 100·r
+DSR_VAR_FLOOR = 1e-6  # percent²: floor on B − A² in the DSR's denominator (0.1 bp per bar)
 PORTFOLIO_NAMES = ("position", "unrealised_return", "time_in_position", "drawdown", "last_cost")
 
 
@@ -56,25 +60,46 @@ class EnvState:
     entry_price: jax.Array  # float32: fill price of the current position (0 when flat)
     bars_in_position: jax.Array  # float32: bars since the position was opened or flipped
     last_cost: jax.Array  # float32: cost of the last fill as a fraction of equity
+    dsr_a: jax.Array  # float32: A_t, EMA of the trader's per-bar return R in percent
+    dsr_b: jax.Array  # float32: B_t, EMA of R² (percent²)
 
 
 @struct.dataclass
 class StepOut:
     """What a step returns besides the new state (scalars per env)."""
 
-    reward: jax.Array  # float32: log(E_{t+1} / E_t), net of costs
+    reward: jax.Array  # float32: learning reward of `cfg.reward` (`reward`), before reward_scale
+    log_growth: jax.Array  # float32: log(E_{t+1} / E_t), net of costs, whatever the reward
     terminated: jax.Array  # bool: ruin
     truncated: jax.Array  # bool: segment or episode end reached (bootstrap through it)
     cost: jax.Array  # float32: cost paid at this fill, fraction of E_t
     turnover: jax.Array  # float32: traded notional / E_o
 
 
-def reset(t0: jax.Array, stop: jax.Array) -> EnvState:
-    """Flat, equity 1.0, at bar `t0`; the episode truncates on reaching bar `stop`."""
+def reset(t0: jax.Array, stop: jax.Array, dsr_b0: jax.Array | float = 1.0) -> EnvState:
+    """Flat, equity 1.0, at bar `t0`; the episode truncates on reaching bar `stop`.
+
+    The DSR's moments start at A₀ = 0 and B₀ = `dsr_b0` (percent², > 0), a prior second moment
+    of the per-bar return, so B₀ − A₀² > 0 from the first step. The default 1.0 is 1 % per
+    bar; training passes the fold's `prior_second_moment` of its train segment.
+    """
     one, zero = jnp.float32(1.0), jnp.float32(0.0)
     return EnvState(t=jnp.asarray(t0, jnp.int32), stop=jnp.asarray(stop, jnp.int32),
                     equity=one, units=zero, peak=one, entry_price=zero,
-                    bars_in_position=zero, last_cost=zero)
+                    bars_in_position=zero, last_cost=zero,
+                    dsr_a=zero, dsr_b=jnp.asarray(dsr_b0, jnp.float32))
+
+
+def prior_second_moment(prices: Prices, start: jax.Array, end: jax.Array) -> jax.Array:
+    """B₀ for `reset`: mean of R_s² over the bars s ∈ [start + 1, end) of a segment, with
+    R_s = 100·(C_s / C_{s−1} − 1) the close-to-close return in percent (buy-and-hold's
+    per-bar second moment); float32 scalar, at least `DSR_VAR_FLOOR`. Uses only the segment."""
+    close = prices.close
+    r = PERCENT * (close[1:] / close[:-1] - 1.0)  # r[i] = R_{i+1}
+    s = jnp.arange(1, close.shape[0])
+    inside = (s > start) & (s < end)
+    mean_sq = jnp.sum(jnp.where(inside, r * r, 0.0)) / jnp.maximum(jnp.sum(inside), 1)
+    return jnp.maximum(mean_sq, DSR_VAR_FLOOR).astype(jnp.float32)
 
 
 def episode_stop(t0: jax.Array, end: jax.Array, cfg: EnvConfig) -> jax.Array:
@@ -96,9 +121,46 @@ def trade_cost(traded_notional: jax.Array, cfg: EnvConfig) -> jax.Array:
     return jnp.abs(traded_notional) * (cfg.commission_bps + cfg.slippage_bps) * 1e-4
 
 
+def reward(growth: jax.Array, a_tm1: jax.Array, b_tm1: jax.Array,
+           cfg: EnvConfig) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The learning reward `cfg.reward` (one of config.REWARDS) of one step, from the equity
+    growth E_{t+1} / E_t (net of costs) and the DSR moments before the step; returns
+    (reward, A_t, B_t). Scalars or arrays of one shape.
+
+    With r = E_{t+1}/E_t − 1 the simple net return and R = 100·r the same in percent. Rewards
+    are in units such that after the learner's ×reward_scale (100 by default) it sees:
+
+    - "log":           log(E_{t+1} / E_t)  (×100: percent log growth). Kelly-optimal sizing.
+    - "mean_variance": (R − (λ/2)·R²) / 100  (×100: R − (λ/2)·R², percent), λ = risk_aversion.
+      Per step, the optimal constant fraction is μ/(λσ²) with μ, σ of the asset in percent per
+      bar (λ = 0.1, μ = 0.04, σ = 1: 0.4 of equity).
+    - "dsr":           D_t / 100  (×100: D_t, dimensionless, O(1)), the differential Sharpe
+      ratio (Moody & Saffell 1998) with η = dsr_eta:
+          ΔA_t = R − A_{t−1},  ΔB_t = R² − B_{t−1}
+          D_t  = (B_{t−1}·ΔA_t − ½·A_{t−1}·ΔB_t) / max(B_{t−1} − A_{t−1}², DSR_VAR_FLOOR)^{3/2}
+      D_t does not depend on the units of R; with A = 0 it is R/√B, a z-score of the step.
+
+    The moments are updated whatever the reward (A_t = A_{t−1} + η·ΔA_t, B_t = B_{t−1} + η·ΔB_t),
+    so the state means the same under every reward. A pure function of its arguments.
+    """
+    big_r = PERCENT * (growth - 1.0)
+    d_a, d_b = big_r - a_tm1, big_r * big_r - b_tm1
+    a_t, b_t = a_tm1 + cfg.dsr_eta * d_a, b_tm1 + cfg.dsr_eta * d_b
+    if cfg.reward == "log":
+        r = jnp.log(growth)
+    elif cfg.reward == "mean_variance":
+        r = (big_r - 0.5 * cfg.risk_aversion * big_r * big_r) / PERCENT
+    else:
+        var = jnp.maximum(b_tm1 - a_tm1 * a_tm1, DSR_VAR_FLOOR)
+        r = (b_tm1 * d_a - 0.5 * a_tm1 * d_b) / (var * jnp.sqrt(var)) / PERCENT
+    return r, a_t, b_t
+
+
 def step(state: EnvState, target: jax.Array, prices: Prices,
          cfg: EnvConfig) -> tuple[EnvState, StepOut]:
-    """Fill `target` (signed fraction of equity) at the next open and mark to the next close."""
+    """Fill `target` (signed fraction of equity) at the next open and mark to the next close.
+
+    A pure function of its arguments: from any state, `out.reward` is that action's reward."""
     chex.assert_rank([state.t, target], 0)
     t1 = state.t + 1
     c_t, o_1, c_1 = prices.close[state.t], prices.open[t1], prices.close[t1]
@@ -109,7 +171,8 @@ def step(state: EnvState, target: jax.Array, prices: Prices,
     equity = e_open - cost + units_new * (c_1 - o_1)
     terminated = equity <= RUIN
     equity = jnp.maximum(equity, RUIN)
-    reward = jnp.log(equity / state.equity)
+    growth = equity / state.equity
+    r, dsr_a, dsr_b = reward(growth, state.dsr_a, state.dsr_b, cfg)
 
     side_old, side_new = jnp.sign(state.units), jnp.sign(units_new)
     opened = (side_new != 0) & (side_new != side_old)
@@ -117,9 +180,10 @@ def step(state: EnvState, target: jax.Array, prices: Prices,
     held = jnp.where(side_new == 0, 0.0, jnp.where(opened, 1.0, state.bars_in_position + 1.0))
     new = EnvState(t=t1, stop=state.stop, equity=equity, units=units_new,
                    peak=jnp.maximum(state.peak, equity), entry_price=entry,
-                   bars_in_position=held, last_cost=cost / state.equity)
-    out = StepOut(reward=reward, terminated=terminated, truncated=t1 >= state.stop,
-                  cost=cost / state.equity,
+                   bars_in_position=held, last_cost=cost / state.equity,
+                   dsr_a=dsr_a, dsr_b=dsr_b)
+    out = StepOut(reward=r, log_growth=jnp.log(growth), terminated=terminated,
+                  truncated=t1 >= state.stop, cost=cost / state.equity,
                   turnover=jnp.abs(traded) / jnp.maximum(e_open, RUIN))
     return new, out
 

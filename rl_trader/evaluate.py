@@ -3,7 +3,8 @@
 Evaluating segment [a, b) starts flat at the close of bar a−1 and decides at bars a−1 … b−2, so
 the returns cover bars a … b−1 exactly and the test blocks of consecutive folds stitch into one
 out-of-sample record. Bar a−1 lies in the purge gap; its observation uses only past data.
-Baselines run through `env.step` too, so they pay the same costs on the same fills.
+Baselines run through `env.step` too, so they pay the same costs on the same fills; those
+fit to data (ridge, vol target) read only the fold's train and validation bars.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from flax import struct
 from rl_trader import env
 from rl_trader.config import RunConfig
 from rl_trader.market import FoldData, observe
+from rl_trader.metrics import sharpe
 from rl_trader.networks import QNetwork
 
 # decide(key, state, portfolio features [P]) -> (target fraction, market weights [F], port w [P])
@@ -28,7 +30,7 @@ Decide = Callable[[jax.Array, env.EnvState, jax.Array], tuple[jax.Array, jax.Arr
 class Rollout:
     """Per-bar results of one policy over a segment; leaves [S] (S = b − a)."""
 
-    returns: jax.Array  # simple returns of equity, net of costs
+    returns: jax.Array  # simple returns of equity, net of costs (never the learning reward)
     position: jax.Array  # target fraction filled at the bar's open (the overnight gap into
     # the bar is earned by the previous position, so hit rate and exposure are approximate)
     cost: jax.Array  # cost paid at the fill, fraction of equity
@@ -47,7 +49,7 @@ def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: 
         port = env.portfolio_features(state, data.prices)
         target, w_m, w_p = decide(k, state, port)
         new, out = env.step(state, target, data.prices, cfg.env)
-        return new, Rollout(returns=jnp.expm1(out.reward), position=target, cost=out.cost,
+        return new, Rollout(returns=jnp.expm1(out.log_growth), position=target, cost=out.cost,
                             turnover=out.turnover, market_weights=w_m, portfolio_weights=w_p)
 
     _, result = jax.lax.scan(body, state, jax.random.split(key, length))
@@ -107,17 +109,122 @@ def random_decide(data: FoldData, cfg: RunConfig) -> Decide:
     return decide
 
 
-BASELINES = ("buy_and_hold", "flat", "momentum_20", "random")
+# Ridge baseline: penalties α = n_train × these, chosen by validation Sharpe.
+RIDGE_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3)
+VOL_WINDOW = 20  # bars of trailing log returns in the vol-target baseline's σ̂
 
 
-@partial(jax.jit, static_argnums=(2, 3))
+def ridge_solve(x: jax.Array, y: jax.Array, w: jax.Array,
+                alpha: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Weighted ridge regression with an unpenalised intercept, in closed form.
+
+    Rows with weight w_t ∈ {0, 1}; n = Σ w, x̄ = Σ w·x / n, ȳ = Σ w·y / n, X̃ = W(X − x̄),
+    ỹ = W(y − ȳ):  β = (X̃ᵀX̃ + αI)⁻¹ X̃ᵀỹ,  b = ȳ − x̄ᵀβ, which minimises
+    Σ_t w_t (y_t − x_tᵀβ − b)² + α‖β‖². x: [T, F], y, w: [T]; returns (β [F], b).
+    """
+    n = jnp.maximum(w.sum(), 1.0)
+    x_bar, y_bar = (w[:, None] * x).sum(0) / n, (w * y).sum() / n
+    xc, yc = w[:, None] * (x - x_bar), w * (y - y_bar)
+    beta = jnp.linalg.solve(xc.T @ xc + alpha * jnp.eye(x.shape[1], dtype=x.dtype), xc.T @ yc)
+    return beta, y_bar - x_bar @ beta
+
+
+@struct.dataclass
+class RidgeFit:
+    """A ridge forecast ŷ_t = x_tᵀβ + b of the next-bar return and its position scale s."""
+
+    beta: jax.Array  # [F]
+    intercept: jax.Array  # b
+    scale: jax.Array  # s: root mean square of ŷ over the train rows
+    alpha: jax.Array  # the penalty chosen (absolute, = n_train × a grid value)
+    val_sharpe: jax.Array  # [len(RIDGE_ALPHAS)] per-bar validation Sharpe of each penalty
+
+
+def ridge_decide(fit: RidgeFit, data: FoldData, cfg: RunConfig) -> Decide:
+    """Position clip(ŷ_t / s, −1, 1): sized in proportion to the forecast (mean-variance sizing
+    for a linear forecast at constant risk; a near-zero forecast trades little, unlike its sign),
+    a forecast of typical size s is a full position, and never beyond 1× equity."""
+    w_m, w_p = _no_weights(data, cfg)
+
+    def decide(key, state, port):
+        y_hat = data.features[state.t] @ fit.beta + fit.intercept
+        return jnp.clip(y_hat / fit.scale, -1.0, 1.0), w_m, w_p
+
+    return decide
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def fit_ridge(data: FoldData, val_length: int, cfg: RunConfig) -> RidgeFit:
+    """Ridge of the next-bar return on the bar-t features, fit on train, α chosen on validation.
+
+    Target: `data.aux_target[t]`, the next bar's close-to-close log return over its train std
+    (clipped like the features), so target and features share the train normalisation. Rows:
+    train bars t with t + 1 in train. For each α ∈ n_train × RIDGE_ALPHAS the fit trades the
+    validation block through `rollout` (same env and costs); the α of the best validation Sharpe
+    wins (the first on ties). Only train and validation bars are read.
+    """
+    t = jnp.arange(data.features.shape[0])
+    w = ((t >= data.train[0]) & (t < data.train[1] - 1)).astype(jnp.float32)
+    alphas = w.sum() * jnp.asarray(RIDGE_ALPHAS, jnp.float32)
+
+    def fit_one(alpha):
+        beta, b = ridge_solve(data.features, data.aux_target, w, alpha)
+        y_hat = data.features @ beta + b
+        scale = jnp.sqrt((w * y_hat**2).sum() / w.sum())
+        return RidgeFit(beta=beta, intercept=b, scale=jnp.maximum(scale, 1e-12), alpha=alpha,
+                        val_sharpe=jnp.float32(0.0))
+
+    def val_sharpe(fit):
+        r = rollout(ridge_decide(fit, data, cfg), data, data.val[0], val_length, cfg,
+                    jax.random.PRNGKey(0))
+        return sharpe(r.returns, 1.0)
+
+    fits = jax.vmap(fit_one)(alphas)
+    sharpes = jax.vmap(val_sharpe)(fits)
+    best = jnp.argmax(jnp.where(jnp.isnan(sharpes), -jnp.inf, sharpes))
+    return jax.tree.map(lambda x: x[best], fits).replace(val_sharpe=sharpes)
+
+
+def trailing_vol(close: jax.Array) -> jax.Array:
+    """σ̂_t: sample std (ddof 1) of the last VOL_WINDOW log returns log(C_s / C_{s−1}),
+    s = t − VOL_WINDOW + 1 … t (bar t's close included, nothing later); NaN while fewer
+    returns exist. close: [T] → [T] (as the `vol_20` feature, before normalisation)."""
+    rho = jnp.concatenate([jnp.full((1,), jnp.nan, close.dtype), jnp.diff(jnp.log(close))])
+    idx = jnp.arange(close.shape[0])[:, None] - jnp.arange(VOL_WINDOW)[None, :]
+    return jnp.std(rho[jnp.maximum(idx, 0)], axis=1, ddof=1)  # idx < 1 reaches the NaN pad
+
+
+def vol_target_positions(close: jax.Array, train: jax.Array) -> jax.Array:
+    """p_t = min(1, σ* / σ̂_t), long only; σ* = the median σ̂ over the train bars, so the target
+    needs no tuning, fits any bar frequency and holds full size in a typical train bar's
+    volatility or calmer; p = 0 where σ̂ is undefined. [T]."""
+    vol = trailing_vol(close)
+    t = jnp.arange(close.shape[0])
+    sigma_star = jnp.nanmedian(jnp.where((t >= train[0]) & (t < train[1]), vol, jnp.nan))
+    return jnp.where(jnp.isnan(vol), 0.0, jnp.minimum(1.0, sigma_star / vol))
+
+
+def vol_target_decide(data: FoldData, cfg: RunConfig) -> Decide:
+    """Buy-and-hold scaled to the constant target volatility σ* (`vol_target_positions`)."""
+    w_m, w_p = _no_weights(data, cfg)
+    positions = vol_target_positions(data.prices.close, data.train)
+    return lambda key, state, port: (positions[state.t], w_m, w_p)
+
+
+BASELINES = ("buy_and_hold", "flat", "momentum_20", "ridge", "vol_target", "random")
+
+
+@partial(jax.jit, static_argnums=(2, 3, 5))
 def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunConfig,
-                      random_keys: jax.Array) -> dict[str, Rollout]:
-    """Buy-and-hold, flat, 20-bar momentum, and the random policy once per key (leaves of
-    `random` get a leading [R] axis), over the same segment with the same costs."""
+                      random_keys: jax.Array, val_length: int) -> dict[str, Rollout]:
+    """Buy-and-hold, flat, 20-bar momentum, ridge (fit on train, α on the `val_length` bars of
+    validation), vol target, and the random policy once per key (leaves of `random` get a
+    leading [R] axis), over the same segment with the same costs."""
     fixed = {"buy_and_hold": constant_decide(1.0, data, cfg),
              "flat": constant_decide(0.0, data, cfg),
-             "momentum_20": momentum_decide(20, data, cfg)}
+             "momentum_20": momentum_decide(20, data, cfg),
+             "ridge": ridge_decide(fit_ridge(data, val_length, cfg), data, cfg),
+             "vol_target": vol_target_decide(data, cfg)}
     out = {name: rollout(d, data, start, length, cfg, random_keys[0]) for name, d in fixed.items()}
     out["random"] = jax.vmap(lambda k: rollout(random_decide(data, cfg), data, start, length,
                                                cfg, k))(random_keys)

@@ -16,10 +16,12 @@ import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 COLORS = {"agent": "#1f5fbf", "buy_and_hold": "#222222", "flat": "#9a9a9a",
-          "momentum_20": "#e07b00", "random": "#9b59b6"}
+          "momentum_20": "#e07b00", "ridge": "#2ca02c", "vol_target": "#8c564b",
+          "random": "#9b59b6"}
 LABELS = {"agent": "agent", "buy_and_hold": "buy & hold", "flat": "flat",
-          "momentum_20": "momentum 20", "random": "random"}
-_EXTRA = ("#2ca02c", "#d62728", "#17becf", "#bcbd22")
+          "momentum_20": "momentum 20", "ridge": "ridge", "vol_target": "vol target",
+          "random": "random"}
+_EXTRA = ("#d62728", "#17becf", "#bcbd22", "#e377c2")
 
 
 @dataclass

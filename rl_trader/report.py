@@ -15,7 +15,7 @@ from rich.table import Table
 
 from rl_trader.errors import InputError
 
-STRATEGIES = ("agent", "buy_and_hold", "flat", "momentum_20", "random")
+STRATEGIES = ("agent", "buy_and_hold", "flat", "momentum_20", "ridge", "vol_target", "random")
 METRICS = (("sharpe", "Sharpe", "+.2f"), ("sortino", "Sortino", "+.2f"),
            ("max_drawdown", "max DD", "%"), ("calmar", "Calmar", "+.2f"), ("cagr", "CAGR", "%"),
            ("volatility", "volatility", "%"), ("turnover", "turnover", ".3f"),

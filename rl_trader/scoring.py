@@ -41,7 +41,7 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
     base = jax.tree.map(np.asarray, ev.baseline_rollouts(data, data.test[0], test_len, cfg,
-                                                         random_keys))
+                                                         random_keys, f.val[1] - f.val[0]))
     rand = base.pop("random")
     policies = {"agent": agent, **base, "random": take(rand, 0)}
     metrics = {name: perf_of(r, ppy) for name, r in policies.items() if name != "random"}

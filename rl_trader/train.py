@@ -85,7 +85,9 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
     def reset_envs(key: jax.Array, fold: FoldData, n: int) -> env.EnvState:
         start, end = fold.train[0], fold.train[1]
         t0 = jax.random.randint(key, (n,), start, end - 1)
-        return jax.vmap(env.reset)(t0, env.episode_stop(t0, end, cfg.env))
+        b0 = env.prior_second_moment(fold.prices, start, end)  # the DSR's B₀ from train only
+        return jax.vmap(env.reset, in_axes=(0, 0, None))(t0, env.episode_stop(t0, end, cfg.env),
+                                                         b0)
 
     def env_step(runner: Runner, fold: FoldData, epsilon: jax.Array) -> tuple[Runner, replay.Step]:
         key, k_act, k_reset = jax.random.split(runner.key, 3)

@@ -1,12 +1,28 @@
-"""The agent's greedy policy as a seed ensemble: the position is the mean of the members'."""
+"""Greedy rollouts (seed ensembles, returns independent of the reward) and the baselines."""
+
+import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from helpers import init_params, tiny_config
 
 from rl_trader import env
-from rl_trader.evaluate import greedy_decide
+from rl_trader.config import REWARDS
+from rl_trader.evaluate import (
+    RIDGE_ALPHAS,
+    VOL_WINDOW,
+    baseline_rollouts,
+    fit_ridge,
+    greedy_decide,
+    random_decide,
+    ridge_solve,
+    rollout,
+    trailing_vol,
+    vol_target_positions,
+)
 from rl_trader.market import observe
+from rl_trader.metrics import sharpe
 from rl_trader.networks import QNetwork
 from rl_trader.population import stack
 from rl_trader.prepare import prepare
@@ -35,3 +51,104 @@ def test_ensemble_position_is_the_mean_of_its_members_targets():
     np.testing.assert_allclose(w_m, np.mean([w for _, w, _ in alone], 0), rtol=1e-5)
     np.testing.assert_allclose(w_p, np.mean([w for _, _, w in alone], 0), rtol=1e-5)
     assert decide([members[0]] * 2)[0] == alone[0][0]  # identical members: one agent's target
+
+
+def test_evaluation_returns_do_not_depend_on_the_learning_reward():
+    cfg = tiny_config()
+    prep = prepare(cfg)
+    data = prep.fold_data(0)
+    start, key = jnp.int32(prep.folds[0].val[0]), jax.random.key(3)
+    runs = {}
+    for reward in REWARDS:
+        c = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, reward=reward))
+        runs[reward] = rollout(random_decide(data, c), data, start, 30, c, key)
+    base = np.asarray(runs["log"].returns)
+    assert np.abs(base).max() > 0  # the random policy trades, so the returns are a test
+    for reward in REWARDS:
+        np.testing.assert_array_equal(np.asarray(runs[reward].returns), base)
+
+
+# ---------------------------------------------------------------- ridge and vol-target baselines
+
+def _fold(cfg, k=0):
+    prep = prepare(cfg)
+    f = prep.folds[k]
+    data = prep.fold_data(k)
+    return prep, f, data
+
+
+def test_ridge_closed_form_matches_lstsq():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3))
+    y = x @ np.array([0.5, -1.0, 0.2]) + 0.3 + 0.1 * rng.normal(size=40)
+    ones = np.ones(40)
+    beta, b = ridge_solve(jnp.asarray(x), jnp.asarray(y), jnp.asarray(ones), jnp.float32(0.0))
+    want = np.linalg.lstsq(np.column_stack([ones, x]), y, rcond=None)[0]
+    np.testing.assert_allclose([float(b), *np.asarray(beta)], want, rtol=1e-4, atol=1e-5)
+    # α > 0 on a subset of rows: the augmented least-squares problem on the centred rows
+    w = (np.arange(40) % 3 != 0).astype(float)
+    alpha = 7.0
+    xs, ys = x[w == 1], y[w == 1]
+    xc, yc = xs - xs.mean(0), ys - ys.mean()
+    want_beta = np.linalg.lstsq(np.vstack([xc, np.sqrt(alpha) * np.eye(3)]),
+                                np.concatenate([yc, np.zeros(3)]), rcond=None)[0]
+    beta, b = ridge_solve(jnp.asarray(x), jnp.asarray(y), jnp.asarray(w), jnp.float32(alpha))
+    np.testing.assert_allclose(np.asarray(beta), want_beta, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(float(b), ys.mean() - xs.mean(0) @ want_beta, rtol=1e-4)
+
+
+def test_ridge_recovers_a_planted_signal_and_both_stay_within_one_equity():
+    cfg = tiny_config()
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data,
+                                                            path="synthetic:ar1_strong:1200:1"))
+    _, f, data = _fold(cfg)
+    val_len, test_len = f.val[1] - f.val[0], f.test[1] - f.test[0]
+    fit = fit_ridge(data, val_len, cfg)
+    assert float(fit.val_sharpe.max()) > 0
+    runs = baseline_rollouts(data, data.test[0], test_len, cfg, jax.random.split(
+        jax.random.key(0), 2), val_len)
+    assert float(sharpe(runs["ridge"].returns, 252.0)) > 1.0
+    for name in ("ridge", "vol_target"):
+        pos = np.asarray(runs[name].position)
+        assert np.abs(pos).max() <= 1.0 and np.abs(pos).max() > 0
+    assert np.asarray(runs["vol_target"].position).min() >= 0  # long only
+
+
+def test_ridge_penalty_and_fit_ignore_the_test_block():
+    cfg = tiny_config()
+    _, f, data = _fold(cfg)
+    val_len = f.val[1] - f.val[0]
+    a = slice(f.test[0], None)
+    rng = np.random.default_rng(1)
+    moved = data.replace(
+        prices=env.Prices(open=data.prices.open.at[a].multiply(1.3),
+                          close=data.prices.close.at[a].multiply(0.7)),
+        features=data.features.at[a].set(rng.normal(size=data.features[a].shape)),
+        aux_target=data.aux_target.at[a].set(rng.normal(size=data.aux_target[a].shape)))
+    fit, fit2 = fit_ridge(data, val_len, cfg), fit_ridge(moved, val_len, cfg)
+    assert fit.val_sharpe.shape == (len(RIDGE_ALPHAS),)
+    assert len(set(np.asarray(fit.val_sharpe).tolist())) > 1  # the penalty matters
+    for x, y in zip(jax.tree.leaves(fit), jax.tree.leaves(fit2), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_vol_target_positions_by_hand_and_causal():
+    rng = np.random.default_rng(2)
+    n = 30
+    close = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, n) * np.linspace(1, 3, n)))
+    rho = np.diff(np.log(close))  # rho[s - 1] = log(C_s / C_{s−1})
+    vol = np.full(n, np.nan)
+    for t in range(VOL_WINDOW, n):
+        vol[t] = np.std(rho[t - VOL_WINDOW:t], ddof=1)
+    np.testing.assert_allclose(np.asarray(trailing_vol(jnp.asarray(close))), vol, rtol=1e-4)
+    train = jnp.asarray([0, 26])
+    sigma_star = np.median(vol[VOL_WINDOW:26])
+    want = np.where(np.isnan(vol), 0.0, np.minimum(1.0, sigma_star / vol))
+    got = np.asarray(vol_target_positions(jnp.asarray(close), train))
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    assert (want[VOL_WINDOW:] < 1).any() and (want[VOL_WINDOW:] == 1).any()
+    later = close.copy()
+    later[27:] *= np.array([0.5, 2.0, 1.5])  # perturb the future of bar 26
+    moved = np.asarray(vol_target_positions(jnp.asarray(later), train))
+    np.testing.assert_array_equal(moved[:27], got[:27])
+    assert not np.allclose(moved[27:], got[27:])
