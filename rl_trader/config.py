@@ -124,6 +124,7 @@ class AgentConfig:
     eps_end: float = 0.2  # kept high: validation collapses once exploration stops
     eps_decay_fraction: float = 0.5  # of all training env steps
     replay_capacity: int = 2048  # time steps per env kept in the replay ring
+    backup: str = "taken"  # flag: --backup, help: TD backups: taken (n-step) or all positions
 
     def validate(self) -> None:
         _check(0 < self.learning_rate <= 1, "--lr", "in (0, 1]", self.learning_rate)
@@ -142,6 +143,7 @@ class AgentConfig:
                self.eps_decay_fraction)
         _check(self.replay_capacity > self.n_step, "replay_capacity", "> n_step",
                self.replay_capacity)
+        _check(self.backup in ("taken", "all"), "--backup", "taken or all", self.backup)
 
 
 @dataclass(frozen=True)
