@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
+from rl_trader.agent import HParams
 from rl_trader.experiment import prepare
 from rl_trader.market import make_fold_data
 from rl_trader.metrics import sharpe
 from rl_trader.train import Runner, jit_single, make_train
 
 CFG = tiny_config(n_envs=4)
+HP = HParams.from_config(CFG.agent)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,7 @@ def test_fold_two_starts_from_a_fresh_state(setup):
     key = jax.random.PRNGKey(3)
     runner = trainer.init(jax.random.fold_in(key, 0), datas[0])
     for _ in range(CFG.train.epochs):
-        runner, _ = trainer.epoch(runner, datas[0])
+        runner, _ = trainer.epoch(runner, datas[0], HP)
     second = trainer.init(jax.random.fold_in(key, 1), datas[1])
     val_len = prep.folds[0].val[1] - prep.folds[0].val[0]
     fresh = jit_single(make_train(CFG, prep.periods_per_year, val_len)).init(
@@ -63,7 +65,7 @@ def test_epoch_updates_and_stays_finite(setup):
     runner = trainer.init(jax.random.PRNGKey(1), datas[0])
     before = runner.learner.params
     before_leaves = [np.asarray(x).copy() for x in jax.tree.leaves(before)]
-    runner, metrics = trainer.epoch(runner, datas[0])
+    runner, metrics = trainer.epoch(runner, datas[0], HP)
     chex.assert_tree_all_finite((runner.learner, metrics))
     assert int(runner.learner.step) == CFG.train.steps_per_epoch * CFG.train.updates_per_step
     assert int(runner.env_steps) == CFG.train.steps_per_epoch
@@ -81,11 +83,11 @@ def test_train_program_matches_the_host_loop(setup, train_jit):
     """`train(key, fold)` (all epochs in one program) gives the host loop's validation Sharpes."""
     prep, datas, trainer, val_len = setup
     key = jax.random.PRNGKey(7)
-    result = train_jit(key, datas[0])
+    result = train_jit(key, datas[0], HP)
     runner = trainer.init(key, datas[0])
     host = []
     for _ in range(CFG.train.epochs):
-        runner, _ = trainer.epoch(runner, datas[0])
+        runner, _ = trainer.epoch(runner, datas[0], HP)
         one = jax.tree.map(lambda x: x[None], runner.learner.params)  # an ensemble of one
         val = trainer.evaluate(one, datas[0], datas[0].val[0], val_len, key)
         host.append(float(sharpe(val.returns, prep.periods_per_year)))
@@ -97,8 +99,8 @@ def test_train_vmaps_over_seeds_like_separate_runs(setup, train_jit):
     _, datas, trainer, _ = setup
     keys = jax.random.split(jax.random.PRNGKey(11), 2)
     raw = make_train(CFG, setup[0].periods_per_year, setup[3])
-    batched = jax.jit(jax.vmap(raw.train, in_axes=(0, None)))(keys, datas[0])
-    single = train_jit(keys[1], datas[0])
+    batched = jax.jit(jax.vmap(raw.train, in_axes=(0, None, None)))(keys, datas[0], HP)
+    single = train_jit(keys[1], datas[0], HP)
     np.testing.assert_allclose(np.asarray(batched.val_sharpe[1]), np.asarray(single.val_sharpe),
                                rtol=1e-4, atol=1e-5)
     assert jnp.shape(batched.val_sharpe) == (2, CFG.train.epochs)
