@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
+from rl_trader import agent
 from rl_trader.agent import HParams
+from rl_trader.env import FLAT
 from rl_trader.experiment import prepare
 from rl_trader.market import make_fold_data
 from rl_trader.metrics import sharpe
@@ -104,3 +106,38 @@ def test_train_vmaps_over_seeds_like_separate_runs(setup, train_jit):
     np.testing.assert_allclose(np.asarray(batched.val_sharpe[1]), np.asarray(single.val_sharpe),
                                rtol=1e-4, atol=1e-5)
     assert jnp.shape(batched.val_sharpe) == (2, CFG.train.epochs)
+
+
+ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"))
+
+
+def test_backup_all_trains_with_finite_metrics(setup):
+    """`--backup all` end to end (init, two epochs); from every stored pre-step state the
+    counterfactual step of the action taken reproduces the stored reward and next features."""
+    prep, datas, _, val_len = setup
+    trainer = jit_single(make_train(ALL, prep.periods_per_year, val_len))
+    runner = trainer.init(jax.random.PRNGKey(5), datas[0])
+    for _ in range(ALL.train.epochs):
+        runner, metrics = trainer.epoch(runner, datas[0], HP)
+        chex.assert_tree_all_finite((runner.learner, metrics))
+        assert float(metrics.loss) > 0 and float(metrics.td_abs) > 0
+    assert int(runner.learner.step) == ALL.train.epochs * ALL.train.steps_per_epoch
+
+    size = int(runner.replay.size)
+    assert size < ALL.agent.replay_capacity  # no wrap: rows 0 … size − 1 are written
+    data = jax.tree.map(lambda x: x[:size].reshape((-1,) + x.shape[2:]), runner.replay.data)
+    port_t, r_t, discount_t = jax.jit(jax.vmap(
+        agent.counterfactual_step, in_axes=(0, None, None, None, None)), static_argnums=2)(
+        data.state_tm1, datas[0].prices, ALL.env, ALL.agent.reward_scale, HP.gamma)
+    direction, magnitude = agent.position_actions(len(ALL.env.magnitudes))
+    taken = ((np.asarray(direction)[None] == np.asarray(data.direction)[:, None])
+             & ((np.asarray(direction)[None] == FLAT)
+                | (np.asarray(magnitude)[None] == np.asarray(data.magnitude)[:, None])))
+    assert np.all(taken.sum(1) == 1)
+    idx = np.argmax(taken, 1)
+    rows = np.arange(len(idx))
+    # Equal up to float32 rounding of log(E'/E) (×100: ~1e-5), the two programs fusing apart.
+    np.testing.assert_allclose(np.asarray(r_t)[rows, idx], data.reward, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(port_t)[rows, idx], data.portfolio_t, rtol=1e-5,
+                               atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(discount_t)[rows, idx] == 0, data.terminated)
