@@ -35,6 +35,7 @@ OVERRIDES = {
     "--eps-decay": ("agent", "eps_decay_fraction", float,
                     "fraction of the training env steps over which ε decays to --eps-end"),
     "--batch": ("agent", "batch_size", int, "gradient batch size"),
+    "--backup": ("agent", "backup", str, "TD backups: taken (n-step) or all positions (1-step)"),
     "--commission-bps": ("env", "commission_bps", float, "commission, bps of traded notional"),
     "--slippage-bps": ("env", "slippage_bps", float, "slippage, bps of traded notional"),
     "--envs": ("train", "n_envs", int, "parallel training envs"),

@@ -232,6 +232,8 @@ CASES = [
     Case("seed_negative", opts("--seed", "-1"), 2, ("option --seed=-1", "[0, 2**31)")),
     Case("eval_params_unknown", opts("--eval-params", "best"), 2,
          ("option --eval-params='best'", "online or target")),
+    Case("backup_unknown", opts("--backup", "some"), 2,
+         ("option --backup='some'", "taken or all")),
     Case("sweep_unknown_name", opts(*SYNTH, "--sweep", "tau=0.1,0.2"), 2,
          ("option --sweep tau: cannot be swept", "sweepable are learning_rate")),
     Case("sweep_malformed_value", opts(*SYNTH, "--sweep", "learning_rate=1e-3;2e-3"), 2,
