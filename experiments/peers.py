@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader import env as tenv
+from rl_trader.agent import HParams
 from rl_trader.config import RunConfig
 from rl_trader.market import FoldData, observe
 from rl_trader.train import jit_single, make_train
@@ -304,7 +305,8 @@ def _jitted_init(cfg: RunConfig, periods_per_year: float, val_len: int):
 
 
 def _compiled_epoch(cfg: RunConfig, prep, seed: int):
-    """(compiled epoch, runner, fold data, compile seconds, param count) for `cfg`."""
+    """(compiled epoch(runner, data) with the config's hyper-parameters, runner, fold data,
+    compile seconds, param count) for `cfg`."""
     data = prep.fold_data(0)
     trainer = jit_single(make_train(cfg, prep.periods_per_year, prep.val_len))
     init_cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps_per_epoch=1,
@@ -312,9 +314,14 @@ def _compiled_epoch(cfg: RunConfig, prep, seed: int):
     init = _jitted_init(init_cfg, prep.periods_per_year, prep.val_len)
     runner = jax.block_until_ready(init(jax.random.PRNGKey(seed), data))
     n_params = int(sum(x.size for x in jax.tree.leaves(runner.learner.params)))
+    hp = HParams.from_config(cfg.agent)
     t = time.perf_counter()
-    compiled = trainer.epoch.lower(runner, data).compile()
-    return compiled, runner, data, time.perf_counter() - t, n_params
+    compiled = trainer.epoch.lower(runner, data, hp).compile()
+
+    def epoch(runner, data):
+        return compiled(runner, data, hp)
+
+    return epoch, runner, data, time.perf_counter() - t, n_params
 
 
 def _rl_trader_result(name: str, cfg: RunConfig, n_steps: int, updates: int, wall: float,

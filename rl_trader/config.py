@@ -152,6 +152,9 @@ class NetConfig:
                self.precision)
 
 
+BACKUPS = ("taken", "all")
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """Double-DQN learner: optimiser, targets, exploration, replay.
@@ -182,6 +185,9 @@ class AgentConfig:
         0.5, "fraction of all training env steps over which ε decays to --eps-end",
         flag="--eps-decay", sweep=True)
     replay_capacity: int = option(2048, "time steps per env kept in the replay ring")
+    backup: str = option("taken", "TD backups: taken (n-step, the action taken) or all "
+                         "(1-step, every position from the same state: full-action backups)",
+                         choices=BACKUPS)
 
     def validate(self) -> None:
         _check(0 < self.learning_rate <= 1, "--lr", "in (0, 1]", self.learning_rate)
@@ -202,6 +208,7 @@ class AgentConfig:
                self.eps_decay_fraction)
         _check(self.replay_capacity > self.n_step, "--replay-capacity", "> n_step",
                self.replay_capacity)
+        _check(self.backup in BACKUPS, "--backup", "taken or all", self.backup)
 
 
 EVAL_PARAMS = ("online", "target")

@@ -1,8 +1,14 @@
 """On-device replay of endogenous transitions, with n-step returns formed at sample time.
 
-The market is exogenous, so a stored step holds only what the agent changed: the bar index,
-the portfolio features, the action, the reward and the episode flags (≈ 50 bytes). Observations
-are gathered from the fold's market array when a batch is sampled.
+The market is exogenous, so a stored step holds only what the agent changed: the pre-step env
+state (the whole `env.EnvState`, so a field added to it later is carried with no change here;
+its bar `t` indexes the market), the action, the reward, the portfolio features after the step
+and the episode flags: 66 bytes with today's 8-scalar state (it was 58 with the pre-step
+features instead of the state). Observations are gathered from the fold's market arrays, and the
+pre-step portfolio features derived from the state (`env.portfolio_features`), when a batch is
+sampled. The pre-step state is what a full-action backup steps the env from; the post-step
+features are kept because they are the n-step bootstrap's input and could otherwise only be had
+by stepping the env again.
 
 Layout: a time-major ring `[capacity, n_envs]` per field, one row per parallel env step. An
 n-step window starting at row i of env j reads rows i … i+n−1 of column j and stops at the
@@ -11,7 +17,7 @@ first step flagged `last` (episode end), so no return crosses an episode or segm
     alive_k = Π_{j<k} (1 − last_j)
     G       = Σ_k γ^k · r_k · alive_k
     m       = Σ_k alive_k − 1                 (the last step inside the episode)
-    bootstrap from (bar_m + 1, portfolio_t[m]) with discount γ^{m+1} · (1 − terminated_m)
+    bootstrap from (t_m + 1, portfolio_t[m]) with discount γ^{m+1} · (1 − terminated_m)
 """
 
 from __future__ import annotations
@@ -20,13 +26,14 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from rl_trader.env import EnvState
+
 
 @struct.dataclass
 class Step:
     """One env step as stored (leaves have leading axes [capacity, n_envs] inside `Replay`)."""
 
-    bar: jax.Array  # int32: bar t at which the action was chosen
-    portfolio_tm1: jax.Array  # float32 [P]: portfolio features at bar t
+    state_tm1: EnvState  # env state at the close of bar t, where the action was chosen
     direction: jax.Array  # int32
     magnitude: jax.Array  # int32
     reward: jax.Array  # float32: scaled log growth over t → t+1
@@ -46,8 +53,7 @@ class Replay:
 class NStep:
     """A sampled batch of n-step transitions (endogenous parts; leaves [B, ...])."""
 
-    bar_tm1: jax.Array
-    portfolio_tm1: jax.Array
+    state_tm1: EnvState  # pre-step env state of the window's first step (its bar: `.t`)
     direction_tm1: jax.Array
     magnitude_tm1: jax.Array
     return_t: jax.Array  # Σ γ^k r_k over the window
@@ -66,7 +72,7 @@ def init(example: Step, capacity: int, n_envs: int) -> Replay:
 def add(replay: Replay, steps: Step) -> Replay:
     """Write one row (leaves [n_envs, ...]) at `pos`."""
     data = jax.tree.map(lambda buf, x: buf.at[replay.pos].set(x), replay.data, steps)
-    capacity = replay.data.bar.shape[0]
+    capacity = replay.data.direction.shape[0]
     return Replay(data=data, pos=(replay.pos + 1) % capacity,
                   size=jnp.minimum(replay.size + 1, capacity))
 
@@ -74,7 +80,7 @@ def add(replay: Replay, steps: Step) -> Replay:
 def sample(replay: Replay, key: jax.Array, batch_size: int, n_step: int,
            gamma: float | jax.Array) -> NStep:
     """Uniform n-step windows over fully written rows; requires size ≥ n_step."""
-    capacity, n_envs = replay.data.bar.shape
+    capacity, n_envs = replay.data.direction.shape
     k_row, k_env = jax.random.split(key)
     n_start = jnp.maximum(replay.size - n_step + 1, 1)
     oldest = (replay.pos - replay.size) % capacity
@@ -93,7 +99,6 @@ def sample(replay: Replay, key: jax.Array, batch_size: int, n_step: int,
         x, m.reshape((-1, 1) + (1,) * (x.ndim - 2)), axis=1)[:, 0], win)
     discount = gamma ** (m + 1).astype(jnp.float32) * (1.0 - at_m.terminated)
     first = jax.tree.map(lambda x: x[:, 0], win)
-    return NStep(bar_tm1=first.bar, portfolio_tm1=first.portfolio_tm1,
-                 direction_tm1=first.direction, magnitude_tm1=first.magnitude,
-                 return_t=ret, discount_t=discount, bar_t=at_m.bar + 1,
-                 portfolio_t=at_m.portfolio_t)
+    return NStep(state_tm1=first.state_tm1, direction_tm1=first.direction,
+                 magnitude_tm1=first.magnitude, return_t=ret, discount_t=discount,
+                 bar_t=at_m.state_tm1.t + 1, portfolio_t=at_m.portfolio_t)

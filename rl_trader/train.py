@@ -5,11 +5,16 @@ The functions are pure and un-jitted: `jit_single` jits them for one member,
 
 `Trainer.init(key, fold)` creates **every** piece of per-fold state in one place (`Runner`): the
 learner, the parallel envs, the replay and the PRNG key; nothing survives from another fold.
-`Trainer.epoch(runner, fold)` is one jitted program: `lax.scan` over env steps, each doing a
-vmapped env step of all parallel envs, a replay write, `updates_per_step` gradient updates and
+`Trainer.epoch(runner, fold, hp)` is one jitted program: `lax.scan` over env steps, each doing
+a vmapped env step of all parallel envs, a replay write, `updates_per_step` gradient updates and
 the target EMA. The host sees the state only between epochs.
-`Trainer.train(key, fold)` runs all epochs with validation and best-epoch selection inside one
-program, so folds × seeds can be `vmap`ped.
+`Trainer.train(key, fold, hp)` runs all epochs with validation and best-epoch selection inside
+one program, so folds × seeds can be `vmap`ped. `hp` are the learner's hyper-parameters
+(`agent.HParams`; `HParams.from_config(cfg.agent)` outside a population sweep).
+
+A gradient update samples n-step windows from the replay and backs up either the taken actions
+(`AgentConfig.backup = "taken"`, `agent.update`) or, from each window's first pre-step state,
+all K positions through the env's own step (`"all"`, `agent.full_action_update`).
 """
 
 from __future__ import annotations
@@ -60,9 +65,9 @@ class EpochMetrics:
 
 class Trainer(NamedTuple):
     init: callable  # (key, fold) -> Runner
-    epoch: callable  # (runner, fold, hp=None) -> (runner, EpochMetrics)
+    epoch: callable  # (runner, fold, hp) -> (runner, EpochMetrics)
     evaluate: callable  # (params [S, ...] of an ensemble, fold, start, length, key) -> Rollout
-    train: callable  # (key, fold, hp=None) -> TrainResult
+    train: callable  # (key, fold, hp) -> TrainResult
     network: QNetwork
 
 
@@ -99,7 +104,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
         new, out = jax.vmap(env.step, in_axes=(0, 0, None, None))(envs, target, fold.prices,
                                                                     cfg.env)
         done = out.terminated | out.truncated
-        step = replay.Step(bar=envs.t, portfolio_tm1=port, direction=direction,
+        step = replay.Step(state_tm1=envs, direction=direction,
                            magnitude=magnitude, reward=out.reward * acfg.reward_scale,
                            portfolio_t=batch_portfolio(new, fold.prices),
                            terminated=out.terminated, last=done)
@@ -116,7 +121,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
                     portfolio=jnp.zeros((len(env.PORTFOLIO_NAMES),)))
         params = net.init(k_net, dummy)
         envs = reset_envs(k_env, fold, tcfg.n_envs)
-        example = replay.Step(bar=jnp.int32(0), portfolio_tm1=dummy.portfolio,
+        example = replay.Step(state_tm1=env.reset(jnp.int32(0), jnp.int32(0)),
                               direction=jnp.int32(0), magnitude=jnp.int32(0),
                               reward=jnp.float32(0), portfolio_t=dummy.portfolio,
                               terminated=jnp.bool_(False), last=jnp.bool_(False))
@@ -135,17 +140,27 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
     def learn(runner: Runner, fold: FoldData, hp: agent.HParams) -> tuple[Runner, agent.LossInfo]:
         key, k_sample, k_noise = jax.random.split(runner.key, 3)
         b = replay.sample(runner.replay, k_sample, acfg.batch_size, acfg.n_step, hp.gamma)
-        obs_tm1 = add_noise(k_noise, batch_observe(fold, b.bar_tm1, b.portfolio_tm1, lookback),
+        bar_tm1 = b.state_tm1.t
+        port_tm1 = batch_portfolio(b.state_tm1, fold.prices)
+        obs_tm1 = add_noise(k_noise, batch_observe(fold, bar_tm1, port_tm1, lookback),
                             hp.obs_noise)
-        obs_t = batch_observe(fold, b.bar_t, b.portfolio_t, lookback)
-        learner, info = agent.update(runner.learner, net.apply, obs_tm1, obs_t, b.direction_tm1,
-                                     b.magnitude_tm1, b.return_t, b.discount_t,
-                                     fold.aux_target[b.bar_tm1], acfg, hp)
+        if acfg.backup == "all":
+            port_t, r_t, discount_t = jax.vmap(
+                agent.counterfactual_step, in_axes=(0, None, None, None, None))(
+                b.state_tm1, fold.prices, cfg.env, acfg.reward_scale, hp.gamma)  # [B, K, ...]
+            obs_t = batch_observe(fold, bar_tm1 + 1, port_t, lookback)  # one market row each
+            learner, info = agent.full_action_update(runner.learner, net.apply, obs_tm1, obs_t,
+                                                     r_t, discount_t, fold.aux_target[bar_tm1],
+                                                     acfg, hp)
+        else:
+            obs_t = batch_observe(fold, b.bar_t, b.portfolio_t, lookback)
+            learner, info = agent.update(runner.learner, net.apply, obs_tm1, obs_t,
+                                         b.direction_tm1, b.magnitude_tm1, b.return_t,
+                                         b.discount_t, fold.aux_target[bar_tm1], acfg, hp)
         return runner.replace(learner=learner, key=key), info
 
     def epoch(runner: Runner, fold: FoldData,
-              hp: agent.HParams | None = None) -> tuple[Runner, EpochMetrics]:
-        hp = agent.HParams.from_config(acfg) if hp is None else hp
+              hp: agent.HParams) -> tuple[Runner, EpochMetrics]:
 
         def one(r, _):
             epsilon = agent.epsilon(r.env_steps, total_steps, acfg, hp)
@@ -168,7 +183,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
                  key: jax.Array) -> Rollout:
         return rollout(greedy_decide(params, fold, cfg), fold, start, length, cfg, key)
 
-    def train(key: jax.Array, fold: FoldData, hp: agent.HParams | None = None) -> TrainResult:
+    def train(key: jax.Array, fold: FoldData, hp: agent.HParams) -> TrainResult:
         runner = init(key, fold)
 
         def one_epoch(carry, _):

@@ -13,8 +13,8 @@ import optax
 import pytest
 from helpers import init_params, make_obs
 
-from rl_trader import agent
-from rl_trader.config import AgentConfig, NetConfig
+from rl_trader import agent, env
+from rl_trader.config import AgentConfig, EnvConfig, NetConfig
 from rl_trader.env import FLAT
 from rl_trader.networks import Obs, QNetwork, QOut
 
@@ -60,7 +60,8 @@ class WithExtraHead(nn.Module):
 
 
 def make_update(apply_fn, cfg=CFG):
-    return jax.jit(lambda state, batch: agent.update(state, apply_fn, *batch, cfg=cfg))
+    hp = agent.HParams.from_config(cfg)
+    return jax.jit(lambda state, batch: agent.update(state, apply_fn, *batch, cfg=cfg, hp=hp))
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +193,7 @@ def test_update_wires_online_selector_and_target_value(qnet):
     @jax.jit
     def loss(p_tm1, p_sel, p_val):
         return agent.q_loss(net.apply(p_tm1, obs_tm1), net.apply(p_sel, obs_t),
-                            net.apply(p_val, obs_t), *rest, CFG)[0]
+                            net.apply(p_val, obs_t), *rest, CFG, CFG.aux_weight)[0]
 
     _, info = update(state, batch)
     np.testing.assert_allclose(info.loss, loss(params, params, target), rtol=1e-5)
@@ -296,7 +297,7 @@ class QLossTest(chex.TestCase):
     @chex.variants(with_jit=True, without_jit=True)
     def test_q_loss_hand_computed(self):
         cfg = AgentConfig(huber_delta=1.0, aux_weight=0.1)
-        loss_fn = self.variant(lambda *args: agent.q_loss(*args, cfg=cfg))
+        loss_fn = self.variant(lambda *args: agent.q_loss(*args, cfg=cfg, aux_weight=0.1))
         batch = hand_batch()
         loss, info = loss_fn(*batch)
         chex.assert_shape([loss, info.loss, info.td_abs, info.aux_loss, info.q_mean], ())
@@ -320,11 +321,9 @@ class QLossTest(chex.TestCase):
         assert abs(float(loss_fn(moved, *rest)[0] - loss)) > 1.0
 
         # The aux weight scales the aux term linearly.
-        loss_w = self.variant(
-            lambda *args: agent.q_loss(*args, cfg=AgentConfig(huber_delta=1.0, aux_weight=2.0)))
+        loss_w = self.variant(lambda *args: agent.q_loss(*args, cfg=cfg, aux_weight=2.0))
         np.testing.assert_allclose(loss_w(*batch)[0], td_part + 2.0 * 2.125, rtol=1e-6)
-        loss_0 = self.variant(
-            lambda *args: agent.q_loss(*args, cfg=AgentConfig(huber_delta=1.0, aux_weight=0.0)))
+        loss_0 = self.variant(lambda *args: agent.q_loss(*args, cfg=cfg, aux_weight=0.0))
         np.testing.assert_allclose(loss_0(*batch)[0], td_part, rtol=1e-6)
 
 
@@ -337,7 +336,7 @@ def test_aux_loss_gradient_reaches_market_vsn(qnet):
         def parts(p, cfg):
             out_t = net.apply(params, obs_t)
             return agent.q_loss(net.apply(p, obs_tm1), out_t, out_t, a_dir, a_mag, r, discount,
-                                aux_target, cfg)
+                                aux_target, cfg, cfg.aux_weight)
         return jax.grad(lambda p: parts(p, CFG)[1].aux_loss)(p)
 
     g_aux = grads(params)
@@ -381,7 +380,8 @@ def test_epsilon_greedy():
 
 def test_epsilon_schedule():
     cfg = AgentConfig(eps_start=1.0, eps_end=0.05, eps_decay_fraction=0.5)
-    eps = jax.jit(lambda t: agent.epsilon(t, 1000, cfg))  # decays over 500 env steps
+    hp = agent.HParams.from_config(cfg)
+    eps = jax.jit(lambda t: agent.epsilon(t, 1000, cfg, hp))  # decays over 500 env steps
     np.testing.assert_allclose(eps(0), 1.0)
     np.testing.assert_allclose(eps(250), 0.525, rtol=1e-6)
     np.testing.assert_allclose(eps(500), 0.05, rtol=1e-6)
@@ -414,3 +414,202 @@ def test_hparams_fields_are_the_sweepable_names():
     from rl_trader.config import SWEEPABLE
 
     assert tuple(agent.HParams.__dataclass_fields__) == SWEEPABLE
+
+
+# --- full-action (counterfactual) backups ---------------------------------------------------
+
+ENV2 = EnvConfig(magnitudes=(0.5, 1.0), commission_bps=1.0, slippage_bps=1.0)
+COST = 2e-4  # commission + slippage per unit of traded notional
+SCALE, GAMMA = 100.0, 0.8
+# Positions in `position_actions` order: flat, short 0.5, short 1, long 0.5, long 1.
+POSITIONS = (0.0, -0.5, -1.0, 0.5, 1.0)
+# bar:              0      1      2
+OPEN = np.array([100.0, 101.0, 103.0])
+CLOSE = np.array([100.5, 102.0, 101.0])
+CRASH = np.array([100.5, 102.0, 0.005])  # bar 2 closes near zero: long 1.0 is ruined
+
+
+def prices_of(close):
+    return env.Prices(open=jnp.asarray(OPEN, jnp.float32), close=jnp.asarray(close, jnp.float32))
+
+
+def pre_state(position):
+    """The state at the close of bar 1 after filling `position` (0 or 0.5) at bar 1's open,
+    written out from the accounting; the episode truncates at bar 2 (stop = 2)."""
+    u = position / OPEN[1]
+    equity = 1.0 - COST * abs(u) * OPEN[1] + u * (CLOSE[1] - OPEN[1])
+    f = jnp.float32
+    return env.EnvState(t=jnp.int32(1), stop=jnp.int32(2), equity=f(equity), units=f(u),
+                        peak=f(max(1.0, equity)), entry_price=f(OPEN[1] if u else 0.0),
+                        bars_in_position=f(1.0 if u else 0.0),
+                        last_cost=f(COST * abs(u) * OPEN[1]))
+
+
+def by_hand(position_tm1, close):
+    """Rewards (×SCALE), ruin flags and next-bar positions u*·C₂/E' of the five positions."""
+    u = position_tm1 / OPEN[1]
+    equity = 1.0 - COST * abs(u) * OPEN[1] + u * (CLOSE[1] - OPEN[1])
+    e_open = equity + u * (OPEN[2] - CLOSE[1])
+    out = []
+    for p in POSITIONS:
+        u_new = p * e_open / OPEN[2]
+        e_new = e_open - COST * abs(u_new - u) * OPEN[2] + u_new * (close[2] - OPEN[2])
+        ruined = e_new <= env.RUIN
+        e_new = max(e_new, env.RUIN)
+        out.append((SCALE * np.log(e_new / equity), ruined, u_new * close[2] / e_new))
+    return [np.asarray(x) for x in zip(*out, strict=True)]
+
+
+def stub_apply(params, obs):
+    """A 'network' whose Q is linear in the position feature: Q = a + pos·b per branch."""
+    pos = obs.portfolio[..., 0:1]
+    return QOut(q_direction=params["dir"] + pos * params["dir_slope"],
+                q_magnitude=params["mag"] + pos * params["mag_slope"],
+                aux=jnp.zeros(obs.portfolio.shape[:-1]),
+                market_weights=jnp.zeros(obs.market.shape),
+                portfolio_weights=jnp.zeros(obs.portfolio.shape))
+
+
+def stub_params(d, ds, m, ms):
+    return {k: jnp.asarray(v, jnp.float32)
+            for k, v in (("dir", d), ("dir_slope", ds), ("mag", m), ("mag_slope", ms))}
+
+
+# Online: at position 0 → direction short, magnitude 1; at ≈ +0.5 → flat (non-flat greedy long),
+# magnitude 0; at ≈ −0.5 or −1 → short, magnitude 1; at ≈ +0.5 or +1 → flat.
+ONLINE = stub_params([0.3, 0.25, 0.2], [-1.0, 1.0, 1.0], [0.0, 0.4], [1.0, -1.0])
+# Target: its own argmax would be long; V̄ reads it at the online argmax.
+TARGET = stub_params([1.0, 2.0, 3.0], [10.0] * 3, [0.5, 1.5], [10.0] * 2)
+
+
+@jax.jit
+def full_action_pieces(state_tm1, prices):
+    """The library path for one pre-state: (r, discount, next position, y, δ, loss)."""
+    port_t, r_t, discount_t = agent.counterfactual_step(state_tm1, prices, ENV2, SCALE,
+                                                        jnp.float32(GAMMA))
+    obs_t = Obs(market=jnp.zeros((1, F)), window=jnp.zeros((1, L, F)), portfolio=port_t[None])
+    online = agent.apply_positions(stub_apply, ONLINE, obs_t)
+    target = agent.apply_positions(stub_apply, TARGET, obs_t)
+    y = agent.full_action_targets(r_t, discount_t, target.q_direction[0], target.q_magnitude[0],
+                                  online.q_direction[0], online.q_magnitude[0])
+    port_tm1 = env.portfolio_features(state_tm1, prices)
+    out_tm1 = stub_apply(ONLINE, Obs(market=jnp.zeros((1, F)), window=jnp.zeros((1, L, F)),
+                                     portfolio=port_tm1[None]))
+    td = agent.full_action_td(out_tm1.q_direction[0], out_tm1.q_magnitude[0], y)
+    loss, info = agent.full_action_loss(out_tm1, online, target, r_t[None], discount_t[None],
+                                        jnp.ones(1), AgentConfig(huber_delta=1.0), 0.5)
+    return r_t, discount_t, port_t[:, 0], y, td, loss, info
+
+
+@pytest.mark.parametrize("position_tm1", [0.0, 0.5])
+@pytest.mark.parametrize("close", [CLOSE, CRASH], ids=["normal", "crash"])
+def test_full_action_targets_by_hand(position_tm1, close):
+    r, d, pos_t, y, td, loss, info = full_action_pieces(pre_state(position_tm1),
+                                                        prices_of(close))
+    r_hand, ruined, pos_hand = by_hand(position_tm1, close)
+    np.testing.assert_allclose(r, r_hand, rtol=1e-5, atol=2e-4)
+    np.testing.assert_allclose(pos_t, pos_hand, rtol=1e-5, atol=1e-6)
+    # Bar 2 is the episode's stop (truncation): every position bootstraps unless ruined.
+    np.testing.assert_allclose(d, GAMMA * (1.0 - ruined), rtol=1e-6)
+    assert ruined.tolist() == ([False] * 4 + [True] if close is CRASH else [False] * 5)
+    # V̄(s'): online Q_dir = [0.3 − p, 0.25 + p, 0.2 + p] picks flat when p > 0.025 (long next
+    # positions, except after the crash) → Q̄_dir[1] = 2 + 10p; else short, and Q_mag =
+    # [p, 0.4 − p] picks magnitude 1 → mean(Q̄_dir[0] = 1 + 10p, Q̄_mag[1] = 1.5 + 10p).
+    v_hand = np.where(pos_hand > 0.025, 2.0 + 10 * pos_hand, 1.25 + 10 * pos_hand)
+    assert (pos_hand > 0.025).sum() == (1 if close is CRASH else 2)
+    y_hand = r_hand + GAMMA * (1.0 - ruined) * v_hand
+    np.testing.assert_allclose(y, y_hand, rtol=1e-5, atol=2e-4)
+    y_flat, y_short, y_long = y_hand[0], y_hand[1:3], y_hand[3:5]
+    if position_tm1 == 0.0:
+        # Q_dir(s) = [0.3, 0.25, 0.2] → d̃ = short; Q_mag(s) = [0, 0.4] → m̂ = 1.
+        td_hand = [y_short[1] - 0.3, y_flat - 0.25, y_long[1] - 0.2,
+                   y_short[0] - 0.0, y_short[1] - 0.4]
+    else:
+        # P ≈ 0.51: Q_dir(s) = [0.3 − P, 0.25 + P, 0.2 + P] is greedy flat, non-flat greedy
+        # long (d̃); Q_mag(s) = [P, 0.4 − P] → m̂ = 0.
+        p = 0.5 * (CLOSE[1] / OPEN[1]) / (1.0 - COST * 0.5 + 0.5 * (CLOSE[1] / OPEN[1] - 1.0))
+        td_hand = [y_short[0] - (0.3 - p), y_flat - (0.25 + p), y_long[0] - (0.2 + p),
+                   y_long[0] - p, y_long[1] - (0.4 - p)]
+    np.testing.assert_allclose(td, td_hand, rtol=1e-5, atol=2e-4)
+    # The batch loss: mean Huber over the 3 + M errors + λ_aux · (0 − 1)².
+    td_hand = np.asarray(td_hand)
+    huber = np.where(np.abs(td_hand) <= 1.0, 0.5 * td_hand**2, np.abs(td_hand) - 0.5)
+    np.testing.assert_allclose(loss, huber.mean() + 0.5 * 1.0, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(info.td_abs, np.abs(td_hand).mean(), rtol=1e-5, atol=1e-5)
+
+
+def test_full_action_gives_every_q_output_a_gradient_from_one_sample():
+    """"all" moves all 3 + M outputs of a single sample; "taken" only the taken two."""
+    r, d, _, _, _, _, _ = full_action_pieces(pre_state(0.0), prices_of(CLOSE))
+    k = len(POSITIONS)
+    rng = np.random.default_rng(0)
+    q_next = q_out(jnp.asarray(rng.normal(size=(k, 3)), jnp.float32),
+                   jnp.asarray(rng.normal(size=(k, 2)), jnp.float32))
+    q_next = jax.tree.map(lambda x: x[None], q_next)  # [1, K, ...]
+    cfg = AgentConfig(huber_delta=1.0)
+
+    def grads(loss_fn):
+        def f(q_dir, q_mag):
+            return loss_fn(q_out(q_dir, q_mag))[0]
+        return jax.jit(jax.grad(f, argnums=(0, 1)))(jnp.asarray([[0.3, 0.25, 0.2]]),
+                                                    jnp.asarray([[0.0, 0.4]]))
+
+    g_dir, g_mag = grads(lambda out: agent.full_action_loss(out, q_next, q_next, r[None],
+                                                            d[None], jnp.zeros(1), cfg, 0.0))
+    assert np.all(np.asarray(g_dir) != 0) and np.all(np.asarray(g_mag) != 0)
+    first = jax.tree.map(lambda x: x[:, 0], q_next)
+    g_dir, g_mag = grads(lambda out: agent.q_loss(out, first, first, jnp.asarray([2]),
+                                                  jnp.asarray([1]), r[None, 4], d[None, 4],
+                                                  jnp.zeros(1), cfg, 0.0))
+    assert (np.asarray(g_dir) != 0).tolist() == [[False, False, True]]
+    assert (np.asarray(g_mag) != 0).tolist() == [[False, True]]
+
+
+def test_position_actions_cover_every_distinct_position():
+    direction, magnitude = agent.position_actions(2)
+    np.testing.assert_allclose(env.target_fraction(direction, magnitude, ENV2), POSITIONS)
+
+
+def test_apply_positions_equals_the_network_on_each_portfolio(qnet):
+    """Sharing the market part across K portfolios changes nothing but the cost."""
+    net, params, _ = qnet
+    obs = make_obs(12, (B,))
+    k = 5
+    port = jnp.asarray(np.random.default_rng(13).normal(size=(B, k, P)), jnp.float32)
+    shared = jax.jit(lambda p: agent.apply_positions(net.apply, params,
+                                                     obs.replace(portfolio=p)))(port)
+    apply = jax.jit(lambda p: net.apply(params, obs.replace(portfolio=p)))
+    for j in range(k):
+        one = apply(port[:, j])
+        chex.assert_trees_all_close(jax.tree.map(lambda x, j=j: x[:, j], shared), one,
+                                    rtol=1e-5, atol=1e-6)
+
+
+def test_full_action_update_wires_online_selector_and_target_value():
+    """full_action_update's loss: Q(θ) at t−1, Q(θ) selecting and Q(θ̄) valuing at the K
+    next states; then the target EMA."""
+    rng = np.random.default_rng(14)
+    state = agent.init_train_state(ONLINE, CFG).replace(target_params=TARGET)
+    k = len(POSITIONS)
+    obs_tm1 = make_obs(15, (B,))
+    obs_t = make_obs(16, (B,)).replace(
+        portfolio=jnp.asarray(rng.normal(size=(B, k, P)), jnp.float32))
+    r_t = jnp.asarray(rng.normal(size=(B, k)), jnp.float32)
+    discount_t = jnp.asarray(rng.uniform(0.0, 0.9, (B, k)), jnp.float32)
+    aux_target = jnp.asarray(rng.normal(size=B), jnp.float32)
+    hp = agent.HParams.from_config(CFG)
+
+    @jax.jit
+    def loss(p_tm1, p_sel, p_val):
+        def at(p):
+            return agent.apply_positions(stub_apply, p, obs_t)
+        return agent.full_action_loss(stub_apply(p_tm1, obs_tm1), at(p_sel), at(p_val), r_t,
+                                      discount_t, aux_target, CFG, CFG.aux_weight)[0]
+
+    new, info = jax.jit(lambda s: agent.full_action_update(
+        s, stub_apply, obs_tm1, obs_t, r_t, discount_t, aux_target, CFG, hp))(state)
+    np.testing.assert_allclose(info.loss, loss(ONLINE, ONLINE, TARGET), rtol=1e-5)
+    assert abs(float(loss(ONLINE, TARGET, ONLINE)) - float(info.loss)) > 1e-3
+    assert int(new.step) == 1
+    chex.assert_trees_all_close(new.target_params, ema(new.params, TARGET, TAU), rtol=1e-5,
+                                atol=1e-6)

@@ -296,6 +296,7 @@ ARGPARSE_CASES = [
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--preset", "huge"], "argument --preset: invalid choice: 'huge'"),
     (["--eval-params", "best"], "argument --eval-params: invalid choice: 'best'"),
+    (["--backup", "some"], "argument --backup: invalid choice: 'some'"),
     (["--magnitudes", "0.5,x"], "argument --magnitudes: expected comma-separated numbers"),
 ]
 

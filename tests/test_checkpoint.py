@@ -15,7 +15,7 @@ import optax
 import pytest
 from safetensors.numpy import load_file
 
-from rl_trader.agent import TrainState, init_train_state, make_optimizer
+from rl_trader.agent import HParams, TrainState, init_train_state, make_optimizer
 from rl_trader.checkpoint import FoldCheckpoints, export_safetensors, fingerprint, flat_params
 from rl_trader.config import AgentConfig, NetConfig
 from rl_trader.errors import InputError
@@ -45,7 +45,7 @@ def abstract_params(net_cfg: NetConfig):
 @jax.jit
 def advance(state: TrainState, scale: float) -> TrainState:
     """One fake Adam step so that params, target, opt_state and step all change."""
-    opt = make_optimizer(AgentConfig())
+    opt = make_optimizer(AgentConfig(), HParams.from_config(AgentConfig()))
     grads = jax.tree.map(lambda p: jnp.full_like(p, scale), state.params)
     updates, opt_state = opt.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)

@@ -1,7 +1,7 @@
 """Tests for rl_trader.replay: n-step returns with truncation/termination, the ring, sampling range.
 
 Every stored row gets a unique bar (per row and env), so the sampled window's start is read back
-from `bar_tm1` and checked against returns worked out by hand.
+from `state_tm1.t` and checked against returns worked out by hand.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl_trader import replay
+from rl_trader import env, replay
 
 GAMMA = 0.5
 sample = jax.jit(replay.sample, static_argnums=(2, 3, 4))
@@ -20,20 +20,30 @@ add = jax.jit(replay.add)
 
 
 def example():
-    return replay.Step(bar=jnp.int32(0), portfolio_tm1=jnp.zeros(2), direction=jnp.int32(0),
+    return replay.Step(state_tm1=env.reset(jnp.int32(0), jnp.int32(0)), direction=jnp.int32(0),
                        magnitude=jnp.int32(0), reward=jnp.float32(0.0),
                        portfolio_t=jnp.zeros(2), terminated=jnp.bool_(False),
                        last=jnp.bool_(False))
 
 
+def tagged_state(bars):
+    """Env states [n] at `bars` whose every field is a distinct function of the bar."""
+    bars = np.asarray(bars, np.int32)
+    tag = bars.astype(np.float32)
+    return env.EnvState(t=jnp.asarray(bars), stop=jnp.asarray(bars + 7),
+                        equity=jnp.asarray(1.0 + tag), units=jnp.asarray(-tag),
+                        peak=jnp.asarray(2.0 + tag), entry_price=jnp.asarray(3.0 + tag),
+                        bars_in_position=jnp.asarray(4.0 + tag), last_cost=jnp.asarray(tag / 8))
+
+
 def row(bars, rewards, last=None, terminated=None):
-    """One replay row for len(bars) envs; portfolio features are tagged with the bar."""
+    """One replay row for len(bars) envs; states and portfolio features are tagged with the bar."""
     bars = np.asarray(bars, np.int32)
     n = len(bars)
     last = np.zeros(n, bool) if last is None else np.asarray(last, bool)
     terminated = np.zeros(n, bool) if terminated is None else np.asarray(terminated, bool)
     tag = bars.astype(np.float32)
-    return replay.Step(bar=jnp.asarray(bars), portfolio_tm1=jnp.asarray(np.stack([tag, -tag], 1)),
+    return replay.Step(state_tm1=tagged_state(bars),
                        direction=jnp.asarray(bars % 3), magnitude=jnp.asarray(bars % 4),
                        reward=jnp.asarray(rewards, jnp.float32),
                        portfolio_t=jnp.asarray(np.stack([tag + 0.5, -tag - 0.5], 1)),
@@ -41,7 +51,7 @@ def row(bars, rewards, last=None, terminated=None):
 
 
 def build(rows, capacity):
-    buf = replay.init(example(), capacity, len(rows[0].bar))
+    buf = replay.init(example(), capacity, len(rows[0].direction))
     for r in rows:
         buf = add(buf, r)
     return buf
@@ -64,8 +74,8 @@ SINGLE_CASES = {
 def check_sample(b, expected: dict) -> np.ndarray:
     """Every sampled window starts at an expected bar and has its (return, discount, bootstrap
     bar); returns the expected rows in sample order."""
-    assert set(np.asarray(b.bar_tm1).tolist()) == set(expected)
-    want = np.asarray([expected[int(x)] for x in b.bar_tm1])
+    assert set(np.asarray(b.state_tm1.t).tolist()) == set(expected)
+    want = np.asarray([expected[int(x)] for x in b.state_tm1.t])
     np.testing.assert_allclose(b.return_t, want[:, 0], rtol=1e-6)
     np.testing.assert_allclose(b.discount_t, want[:, 1], rtol=1e-6)
     np.testing.assert_array_equal(b.bar_t, want[:, 2].astype(int))
@@ -82,10 +92,9 @@ def test_n_step_window_by_hand(case):
             for i in range(3)]
     buf = build(rows, capacity=5)
     b = sample(buf, jax.random.key(0), 4, 3, GAMMA)
-    chex.assert_shape([b.bar_tm1, b.return_t, b.discount_t, b.bar_t], (4,))
-    chex.assert_shape([b.portfolio_tm1, b.portfolio_t], (4, 2))
-    np.testing.assert_array_equal(b.bar_tm1, 10)
-    np.testing.assert_array_equal(b.portfolio_tm1, [[10.0, -10.0]] * 4)
+    chex.assert_shape([b.state_tm1.t, b.return_t, b.discount_t, b.bar_t], (4,))
+    chex.assert_shape(b.portfolio_t, (4, 2))
+    chex.assert_trees_all_equal(b.state_tm1, tagged_state([10] * 4))
     np.testing.assert_array_equal(b.direction_tm1, 10 % 3)
     np.testing.assert_array_equal(b.magnitude_tm1, 10 % 4)
     np.testing.assert_allclose(b.return_t, ret, rtol=1e-6)
@@ -127,7 +136,7 @@ def two_env_rows(n_rows):
 def test_many_samples_two_envs_by_hand():
     """5 rows in a ring of 8, n = 2: windows start at rows 0 … 3 of either env, never row 4."""
     buf = build(two_env_rows(5), capacity=8)
-    # bar_tm1: (G, discount, bar_t), worked out by hand with γ = 0.5.
+    # start bar: (G, discount, bar_t), worked out by hand with γ = 0.5.
     expected = {
         1: (1 + 0.5 * 2, 0.25, 12), 11: (2 + 0.5 * 3, 0.25, 22),
         21: (3 + 0.5 * 4, 0.25, 32), 31: (4 + 0.5 * 5, 0.25, 42),
@@ -139,7 +148,7 @@ def test_many_samples_two_envs_by_hand():
     b = sample(buf, jax.random.key(2), 1024, 2, GAMMA)
     want = check_sample(b, expected)
     np.testing.assert_array_equal(b.portfolio_t[:, 0], want[:, 2] - 0.5)
-    np.testing.assert_array_equal(b.portfolio_tm1[:, 0], np.asarray(b.bar_tm1, np.float32))
+    chex.assert_trees_all_equal(b.state_tm1, tagged_state(b.state_tm1.t))
 
 
 @pytest.mark.parametrize("n_rows, allowed_rows", [(2, [0]), (5, range(0, 4)), (8, range(0, 7)),
@@ -150,15 +159,28 @@ def test_windows_start_only_in_fully_followed_rows(n_rows, allowed_rows):
     assert int(buf.size) == min(n_rows, 8) and int(buf.pos) == n_rows % 8
     b = sample(buf, jax.random.key(3), 1024, 2, GAMMA)
     allowed = {10 * i + 1 + 1000 * e for i in allowed_rows for e in (0, 1)}
-    assert set(np.asarray(b.bar_tm1).tolist()) == allowed
+    assert set(np.asarray(b.state_tm1.t).tolist()) == allowed
 
 
 def test_add_writes_one_row_at_pos():
     buf = replay.init(example(), 3, 2)
-    chex.assert_shape([buf.data.bar, buf.data.reward], (3, 2))
+    chex.assert_shape([buf.data.state_tm1.t, buf.data.state_tm1.equity, buf.data.reward], (3, 2))
     chex.assert_shape(buf.data.portfolio_t, (3, 2, 2))
-    assert buf.data.last.dtype == jnp.bool_ and buf.data.bar.dtype == jnp.int32
+    assert buf.data.last.dtype == jnp.bool_ and buf.data.state_tm1.t.dtype == jnp.int32
     for i in range(4):
         buf = add(buf, row([i, 100 + i], [1.0, 2.0]))
     assert int(buf.pos) == 1 and int(buf.size) == 3
-    np.testing.assert_array_equal(buf.data.bar, [[3, 103], [1, 101], [2, 102]])
+    np.testing.assert_array_equal(buf.data.state_tm1.t, [[3, 103], [1, 101], [2, 102]])
+    # Every field of the stored env state is the one written.
+    for i, bars in enumerate([[3, 103], [1, 101], [2, 102]]):
+        chex.assert_trees_all_equal(jax.tree.map(lambda x, i=i: x[i], buf.data.state_tm1),
+                                    tagged_state(bars))
+
+
+def test_footprint_per_stored_step():
+    """The train layout (the whole env state, P = 5 post-step features) stays tens of bytes."""
+    step = example().replace(portfolio_t=jnp.zeros(len(env.PORTFOLIO_NAMES)))
+    buf = replay.init(step, 16, 4)
+    per_step = sum(x.nbytes for x in jax.tree.leaves(buf.data)) / (16 * 4)
+    assert per_step == sum(jnp.asarray(x).nbytes for x in jax.tree.leaves(step))
+    assert per_step <= 96

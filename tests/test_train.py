@@ -9,11 +9,15 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
+from rl_trader import agent
+from rl_trader.agent import HParams
+from rl_trader.env import FLAT
 from rl_trader.metrics import sharpe
 from rl_trader.prepare import prepare
 from rl_trader.train import Runner, jit_single, make_train
 
 CFG = tiny_config(n_envs=4)
+HP = HParams.from_config(CFG.agent)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +52,7 @@ def test_fold_two_starts_from_a_fresh_state(setup):
     key = jax.random.PRNGKey(3)
     runner = trainer.init(jax.random.fold_in(key, 0), datas[0])
     for _ in range(CFG.train.epochs):
-        runner, _ = trainer.epoch(runner, datas[0])
+        runner, _ = trainer.epoch(runner, datas[0], HP)
     second = trainer.init(jax.random.fold_in(key, 1), datas[1])
     fresh = jit_single(make_train(CFG, prep.periods_per_year, prep.val_len)).init(
         jax.random.fold_in(key, 1), datas[1])
@@ -60,7 +64,7 @@ def test_epoch_updates_and_stays_finite(setup):
     runner = trainer.init(jax.random.PRNGKey(1), datas[0])
     before = runner.learner.params
     before_leaves = [np.asarray(x).copy() for x in jax.tree.leaves(before)]
-    runner, metrics = trainer.epoch(runner, datas[0])
+    runner, metrics = trainer.epoch(runner, datas[0], HP)
     chex.assert_tree_all_finite((runner.learner, metrics))
     assert int(runner.learner.step) == CFG.train.steps_per_epoch * CFG.train.updates_per_step
     assert int(runner.env_steps) == CFG.train.steps_per_epoch
@@ -78,11 +82,11 @@ def test_train_program_matches_the_host_loop(setup, train_jit):
     """`train(key, fold)` (all epochs in one program) gives the host loop's validation Sharpes."""
     prep, datas, trainer, val_len = setup
     key = jax.random.PRNGKey(7)
-    result = train_jit(key, datas[0])
+    result = train_jit(key, datas[0], HP)
     runner = trainer.init(key, datas[0])
     host = []
     for _ in range(CFG.train.epochs):
-        runner, _ = trainer.epoch(runner, datas[0])
+        runner, _ = trainer.epoch(runner, datas[0], HP)
         one = jax.tree.map(lambda x: x[None], runner.learner.params)  # an ensemble of one
         val = trainer.evaluate(one, datas[0], datas[0].val[0], val_len, key)
         host.append(float(sharpe(val.returns, prep.periods_per_year)))
@@ -94,8 +98,43 @@ def test_train_vmaps_over_seeds_like_separate_runs(setup, train_jit):
     _, datas, trainer, _ = setup
     keys = jax.random.split(jax.random.PRNGKey(11), 2)
     raw = make_train(CFG, setup[0].periods_per_year, setup[3])
-    batched = jax.jit(jax.vmap(raw.train, in_axes=(0, None)))(keys, datas[0])
-    single = train_jit(keys[1], datas[0])
+    batched = jax.jit(jax.vmap(raw.train, in_axes=(0, None, None)))(keys, datas[0], HP)
+    single = train_jit(keys[1], datas[0], HP)
     np.testing.assert_allclose(np.asarray(batched.val_sharpe[1]), np.asarray(single.val_sharpe),
                                rtol=1e-4, atol=1e-5)
     assert jnp.shape(batched.val_sharpe) == (2, CFG.train.epochs)
+
+
+ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"))
+
+
+def test_backup_all_trains_with_finite_metrics(setup):
+    """`--backup all` end to end (init, two epochs); from every stored pre-step state the
+    counterfactual step of the action taken reproduces the stored reward and next features."""
+    prep, datas, _, val_len = setup
+    trainer = jit_single(make_train(ALL, prep.periods_per_year, val_len))
+    runner = trainer.init(jax.random.PRNGKey(5), datas[0])
+    for _ in range(ALL.train.epochs):
+        runner, metrics = trainer.epoch(runner, datas[0], HP)
+        chex.assert_tree_all_finite((runner.learner, metrics))
+        assert float(metrics.loss) > 0 and float(metrics.td_abs) > 0
+    assert int(runner.learner.step) == ALL.train.epochs * ALL.train.steps_per_epoch
+
+    size = int(runner.replay.size)
+    assert size < ALL.agent.replay_capacity  # no wrap: rows 0 … size − 1 are written
+    data = jax.tree.map(lambda x: x[:size].reshape((-1,) + x.shape[2:]), runner.replay.data)
+    port_t, r_t, discount_t = jax.jit(jax.vmap(
+        agent.counterfactual_step, in_axes=(0, None, None, None, None)), static_argnums=2)(
+        data.state_tm1, datas[0].prices, ALL.env, ALL.agent.reward_scale, HP.gamma)
+    direction, magnitude = agent.position_actions(len(ALL.env.magnitudes))
+    taken = ((np.asarray(direction)[None] == np.asarray(data.direction)[:, None])
+             & ((np.asarray(direction)[None] == FLAT)
+                | (np.asarray(magnitude)[None] == np.asarray(data.magnitude)[:, None])))
+    assert np.all(taken.sum(1) == 1)
+    idx = np.argmax(taken, 1)
+    rows = np.arange(len(idx))
+    # Equal up to float32 rounding of log(E'/E) (×100: ~1e-5), the two programs fusing apart.
+    np.testing.assert_allclose(np.asarray(r_t)[rows, idx], data.reward, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(port_t)[rows, idx], data.portfolio_t, rtol=1e-5,
+                               atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(discount_t)[rows, idx] == 0, data.terminated)
