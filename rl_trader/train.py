@@ -30,6 +30,7 @@ from rl_trader.config import RunConfig
 from rl_trader.evaluate import Rollout, greedy_decide, rollout
 from rl_trader.market import FoldData, observe
 from rl_trader.metrics import sharpe
+from rl_trader.selection import improves
 from rl_trader.networks import Obs, QNetwork
 
 
@@ -193,7 +194,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
             val = evaluate(jax.tree.map(lambda x: x[None], acting), fold, fold.val[0],
                            val_length, runner.key)  # an ensemble of one
             s = sharpe(val.returns, periods_per_year)
-            better = s > best_sharpe
+            better = improves(s, best_sharpe)  # the one selection rule
             best_params = jax.tree.map(lambda a, b: jnp.where(better, a, b),
                                        acting, best_params)
             carry = (runner, best_params, jnp.where(better, s, best_sharpe),
