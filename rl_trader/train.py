@@ -30,8 +30,8 @@ from rl_trader.config import RunConfig
 from rl_trader.evaluate import Rollout, greedy_decide, rollout
 from rl_trader.market import FoldData, observe
 from rl_trader.metrics import sharpe
-from rl_trader.selection import improves
 from rl_trader.networks import Obs, QNetwork
+from rl_trader.selection import improves
 
 
 def add_noise(key: jax.Array, obs: Obs, std: jax.Array) -> Obs:

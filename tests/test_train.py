@@ -13,8 +13,8 @@ from rl_trader import agent
 from rl_trader.agent import HParams
 from rl_trader.env import FLAT
 from rl_trader.metrics import sharpe
-from rl_trader.selection import best_of
 from rl_trader.prepare import prepare
+from rl_trader.selection import best_of
 from rl_trader.train import Runner, jit_single, make_train
 
 CFG = tiny_config(n_envs=4)
