@@ -22,8 +22,18 @@ from rl_trader.market import FoldData, observe
 from rl_trader.metrics import sharpe
 from rl_trader.networks import QNetwork
 
-# decide(key, state, portfolio features [P]) -> (target fraction, market weights [F], port w [P])
-Decide = Callable[[jax.Array, env.EnvState, jax.Array], tuple[jax.Array, jax.Array, jax.Array]]
+
+@struct.dataclass
+class Aux:
+    """What a decision reports besides its target (zeros for the baselines)."""
+
+    market_weights: jax.Array  # [F] VSN selection weights
+    portfolio_weights: jax.Array  # [P]
+    q: jax.Array  # scalar: the agent's Q of its greedy action (reward units × reward_scale)
+
+
+# decide(key, state, portfolio features [P]) -> (target fraction, Aux)
+Decide = Callable[[jax.Array, env.EnvState, jax.Array], tuple[jax.Array, Aux]]
 
 
 @struct.dataclass
@@ -37,6 +47,8 @@ class Rollout:
     turnover: jax.Array  # traded notional / equity
     market_weights: jax.Array  # [S, F] VSN weights (zeros for baselines)
     portfolio_weights: jax.Array  # [S, P]
+    q: jax.Array  # the agent's Q of its greedy action at the decision (0 for baselines)
+    reward: jax.Array  # the learning reward of the step × reward_scale (Q's units)
 
 
 def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: RunConfig,
@@ -47,10 +59,12 @@ def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: 
     def body(carry, k):
         state = carry
         port = env.portfolio_features(state, data.prices)
-        target, w_m, w_p = decide(k, state, port)
+        target, aux = decide(k, state, port)
         new, out = env.step(state, target, data.prices, cfg.env)
         return new, Rollout(returns=jnp.expm1(out.log_growth), position=target, cost=out.cost,
-                            turnover=out.turnover, market_weights=w_m, portfolio_weights=w_p)
+                            turnover=out.turnover, market_weights=aux.market_weights,
+                            portfolio_weights=aux.portfolio_weights, q=aux.q,
+                            reward=out.reward * cfg.agent.reward_scale)
 
     _, result = jax.lax.scan(body, state, jax.random.split(key, length))
     return result
@@ -59,52 +73,60 @@ def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: 
 def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
     """The agent's greedy policy. `params` stack an ensemble of S agents on a leading axis;
     each takes its greedy action (argmax per branch) and the position is their mean target,
-    p* = (1/S) Σ_s p*_s (S = 1: a single agent). VSN weights are averaged likewise."""
+    p* = (1/S) Σ_s p*_s (S = 1: a single agent). VSN weights are averaged likewise, and so is
+    the Q of the greedy action, Q(s, â) = mean over the active branches b of Q_b(s, â_b) (the
+    value the learner bootstraps from)."""
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
     apply = jax.vmap(net.apply, in_axes=(0, None))
 
     def decide(key, state, port):
         del key
         q = apply(params, observe(data, state.t, port, cfg.features.lookback))
-        targets = env.target_fraction(jnp.argmax(q.q_direction, -1),
-                                      jnp.argmax(q.q_magnitude, -1), cfg.env)
-        return targets.mean(), q.market_weights.mean(0), q.portfolio_weights.mean(0)
+        d, m = jnp.argmax(q.q_direction, -1), jnp.argmax(q.q_magnitude, -1)
+        targets = env.target_fraction(d, m, cfg.env)
+        q_dir = jnp.take_along_axis(q.q_direction, d[:, None], -1)[:, 0]
+        q_mag = jnp.take_along_axis(q.q_magnitude, m[:, None], -1)[:, 0]
+        q_greedy = jnp.where(d == env.FLAT, q_dir, 0.5 * (q_dir + q_mag))
+        return targets.mean(), Aux(market_weights=q.market_weights.mean(0),
+                                   portfolio_weights=q.portfolio_weights.mean(0),
+                                   q=q_greedy.mean())
 
     return decide
 
 
-def _no_weights(data: FoldData, cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
-    return (jnp.zeros(data.features.shape[1]),
-            jnp.zeros(len(env.PORTFOLIO_NAMES)))
+def _no_weights(data: FoldData, cfg: RunConfig) -> Aux:
+    """The `Aux` of a baseline: no VSN weights, no Q."""
+    return Aux(market_weights=jnp.zeros(data.features.shape[1]),
+               portfolio_weights=jnp.zeros(len(env.PORTFOLIO_NAMES)), q=jnp.float32(0.0))
 
 
 def constant_decide(fraction: float, data: FoldData, cfg: RunConfig) -> Decide:
     """Hold a constant signed fraction of equity (1.0: buy-and-hold; 0.0: flat)."""
-    w_m, w_p = _no_weights(data, cfg)
-    return lambda key, state, port: (jnp.float32(fraction), w_m, w_p)
+    aux = _no_weights(data, cfg)
+    return lambda key, state, port: (jnp.float32(fraction), aux)
 
 
 def momentum_decide(k: int, data: FoldData, cfg: RunConfig) -> Decide:
     """Full long/short by the sign of the past k-bar return: sign(C_t / C_{t−k} − 1)."""
-    w_m, w_p = _no_weights(data, cfg)
+    aux = _no_weights(data, cfg)
 
     def decide(key, state, port):
         past = data.prices.close[jnp.maximum(state.t - k, 0)]
-        return jnp.sign(data.prices.close[state.t] - past).astype(jnp.float32), w_m, w_p
+        return jnp.sign(data.prices.close[state.t] - past).astype(jnp.float32), aux
 
     return decide
 
 
 def random_decide(data: FoldData, cfg: RunConfig) -> Decide:
     """Uniformly random (direction, magnitude) each bar."""
-    w_m, w_p = _no_weights(data, cfg)
+    aux = _no_weights(data, cfg)
     n_mag = len(cfg.env.magnitudes)
 
     def decide(key, state, port):
         kd, km = jax.random.split(key)
         d = jax.random.randint(kd, (), 0, env.N_DIRECTIONS)
         m = jax.random.randint(km, (), 0, n_mag)
-        return env.target_fraction(d, m, cfg.env), w_m, w_p
+        return env.target_fraction(d, m, cfg.env), aux
 
     return decide
 
@@ -144,11 +166,11 @@ def ridge_decide(fit: RidgeFit, data: FoldData, cfg: RunConfig) -> Decide:
     """Position clip(ŷ_t / s, −1, 1): sized in proportion to the forecast (mean-variance sizing
     for a linear forecast at constant risk; a near-zero forecast trades little, unlike its sign),
     a forecast of typical size s is a full position, and never beyond 1× equity."""
-    w_m, w_p = _no_weights(data, cfg)
+    aux = _no_weights(data, cfg)
 
     def decide(key, state, port):
         y_hat = data.features[state.t] @ fit.beta + fit.intercept
-        return jnp.clip(y_hat / fit.scale, -1.0, 1.0), w_m, w_p
+        return jnp.clip(y_hat / fit.scale, -1.0, 1.0), aux
 
     return decide
 
@@ -206,9 +228,9 @@ def vol_target_positions(close: jax.Array, train: jax.Array) -> jax.Array:
 
 def vol_target_decide(data: FoldData, cfg: RunConfig) -> Decide:
     """Buy-and-hold scaled to the constant target volatility σ* (`vol_target_positions`)."""
-    w_m, w_p = _no_weights(data, cfg)
+    aux = _no_weights(data, cfg)
     positions = vol_target_positions(data.prices.close, data.train)
-    return lambda key, state, port: (positions[state.t], w_m, w_p)
+    return lambda key, state, port: (positions[state.t], aux)
 
 
 BASELINES = ("buy_and_hold", "flat", "momentum_20", "ridge", "vol_target", "random")
@@ -233,8 +255,8 @@ def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunCon
 
 def oracle_decide(signal: jax.Array, data: FoldData, cfg: RunConfig) -> Decide:
     """Planted-signal oracle: full position in the sign of the known next-bar mean signal[t]."""
-    w_m, w_p = _no_weights(data, cfg)
-    return lambda key, state, port: (jnp.sign(signal[state.t]).astype(jnp.float32), w_m, w_p)
+    aux = _no_weights(data, cfg)
+    return lambda key, state, port: (jnp.sign(signal[state.t]).astype(jnp.float32), aux)
 
 
 @partial(jax.jit, static_argnums=(3, 4))

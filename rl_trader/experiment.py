@@ -45,7 +45,16 @@ from rl_trader.folds import format_folds
 from rl_trader.metrics import sharpe_of
 from rl_trader.population import Cohort, build, ensembles
 from rl_trader.prepare import Prepared
-from rl_trader.run_state import Progress, Records, RunState, fold_records
+from rl_trader.run_state import (
+    Diagnostics,
+    Progress,
+    Records,
+    RunState,
+    diagnostics_of,
+    discounted_returns,
+    fold_records,
+    horizon,
+)
 from rl_trader.rundir import RunLock, fault_point, open_run_dir, write_json
 from rl_trader.scoring import score_folds, validation_summary
 from rl_trader.selection import best_of
@@ -141,7 +150,8 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
                                for f in dataclasses.fields(EpochMetrics)})
     records = Records(runners=_rows(runners, 0, n_members),  # no pad members
                       val_returns=np.zeros((n_epochs, len(c.groups), prep.val_len)),
-                      metrics=metrics0)
+                      metrics=metrics0,
+                      diagnostics=Diagnostics.zeros(n_epochs, len(c.groups), prep.val_len))
     progress = Progress(epochs_done=0, stopped={}, epoch_seconds=[],
                         data_sha256=prep.bars.sha256, folds=[f.to_dict() for f in prep.folds])
     run = Run(prep=prep, run_dir=run_dir, cohort=c, log=log,
@@ -187,6 +197,7 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     finite = to_host(_finite(runners, metrics))
     records, progress = state.records, state.progress
     records.val_returns[epoch] = val_returns
+    _diagnose(run, records.diagnostics, epoch, acting, val)
     for f in dataclasses.fields(EpochMetrics):
         getattr(records.metrics, f.name)[epoch] = to_host(getattr(metrics, f.name))[
             :len(c.members)]
@@ -209,13 +220,34 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
                                     {"seeds": c.n_seeds,
                                      "setting": c.settings[c.groups[best].setting]})
         fault_point(f"saving:{epoch}")
-        _log_fold(run, k, epoch, records.fold_means(epoch, c.members_of(k)), val_sh[best],
-                  weights[best])
+        _log_fold(run, k, epoch, {**records.fold_means(epoch, c.members_of(k)),
+                                  **diagnostics_of(records.diagnostics, epoch, best)},
+                  val_sh[best], weights[best])
     progress.epochs_done = epoch + 1
     records = records.replace(runners=_rows(runners, 0, len(c.members)))
     run.resume_state.save(epoch, records, progress.to_json())
     fault_point(f"saved:{epoch}")
     return RunState(runners=runners, records=records, progress=progress)
+
+
+def _diagnose(run: Run, d: Diagnostics, epoch: int, acting, val) -> None:
+    """Fill epoch `epoch` of the learning diagnostics (`run_state.Diagnostics`) in place: the
+    greedy Sharpe on the end of each fold's train segment, Q against the realised discounted
+    reward on validation, the validation positions."""
+    prep, c = run.prep, run.cohort
+    probe = min(prep.val_len, min(f.train[1] - f.train[0] for f in prep.folds))
+    train = c.pop.evaluate(acting, c.val_data, c.val_data.train[:, 1] - probe, probe,
+                           c.eval_keys)
+    d.train_sharpe[epoch] = [sharpe_of(r, prep.periods_per_year)
+                             for r in to_host(train.returns)]
+    gamma = np.array([c.settings[m.setting]["gamma"] for m in c.groups])
+    realised = discounted_returns(to_host(val.reward).astype(np.float64), gamma)
+    q = to_host(val.q).astype(np.float64)
+    for g in range(len(c.groups)):
+        fits = max(1, prep.val_len - horizon(float(gamma[g])))  # bars whose horizon fits
+        d.q_greedy[epoch, g] = q[g, :fits].mean()
+        d.realised[epoch, g] = realised[g, :fits].mean()
+    d.positions[epoch] = to_host(val.position)
 
 
 def _nan_guard(c: Cohort, k: int, finite: np.ndarray, val_returns: np.ndarray) -> str | None:
@@ -233,10 +265,15 @@ def _log_fold(run: Run, k: int, epoch: int, mean: dict[str, float], val_sharpe: 
     if run.writers[k] is not None:
         vsn = {f"vsn/{n}": float(x)
                for n, x in zip(run.prep.features.names, weights, strict=True)}
-        run.writers[k].scalars(epoch, {**mean, "val_sharpe": val_sharpe, **vsn})
+        scalars = {name: v for name, v in mean.items() if isinstance(v, float)}
+        mags = {f"magnitude/{b}": x for b, x in zip(("flat", "le_0.25", "le_0.5", "le_0.75",
+                                                      "le_1"), mean["magnitude_fractions"],
+                                                     strict=True)}
+        run.writers[k].scalars(epoch, {**scalars, **mags, "val_sharpe": val_sharpe, **vsn})
     run.log(f"fold {k} epoch {epoch + 1}/{run.prep.cfg.train.epochs}  loss {mean['loss']:.4f}"
             f"  td {mean['td_abs']:.3f}  aux {mean['aux_loss']:.3f}"
-            f"  ε {mean['epsilon']:.3f}  val Sharpe {val_sharpe:+.3f}"
+            f"  ε {mean['epsilon']:.3f}  train Sharpe {mean['train_sharpe']:+.3f}"
+            f"  val Sharpe {val_sharpe:+.3f}"
             f"  {time.time() - run.t_start:6.1f}s")
 
 

@@ -19,6 +19,59 @@ from rl_trader.prepare import Prepared
 from rl_trader.selection import best_of
 from rl_trader.train import EpochMetrics, Runner
 
+MAGNITUDE_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)  # |position| bins: flat, (0, .25], …, (.75, 1]
+
+
+@struct.dataclass
+class Diagnostics:
+    """Per epoch and ensemble: is the learner improving, over-estimating, churning?
+
+    train_sharpe: greedy Sharpe on the last bars of the train segment (as many as validation
+    has, or the whole train segment if shorter) — next to validation, it shows over-fitting.
+    q_greedy, realised: on validation, the mean Q of the greedy action against the mean
+    realised discounted learning reward of the greedy policy, G_t = Σ_k γ^k r_{t+k}, over the
+    bars whose horizon fits in the block (γ^k ≥ 0.01); q_greedy − realised is over-estimation.
+    positions: the greedy (ensemble-mean) position at every validation bar, from which the
+    churn (fraction of bars whose position changed since the last epoch) and the magnitude
+    distribution are derived.
+    """
+
+    train_sharpe: np.ndarray  # [E, G]
+    q_greedy: np.ndarray  # [E, G]
+    realised: np.ndarray  # [E, G]
+    positions: np.ndarray  # float32 [E, G, V]
+
+    @staticmethod
+    def zeros(n_epochs: int, n_groups: int, n_bars: int) -> Diagnostics:
+        z = np.zeros((n_epochs, n_groups))
+        return Diagnostics(train_sharpe=z, q_greedy=z.copy(), realised=z.copy(),
+                           positions=np.zeros((n_epochs, n_groups, n_bars), np.float32))
+
+
+def discounted_returns(rewards: np.ndarray, gamma: np.ndarray) -> np.ndarray:
+    """G_t = r_t + γ·G_{t+1} along the last axis, G beyond the block = 0; `rewards` [G, V],
+    `gamma` [G]."""
+    out = np.zeros_like(rewards, dtype=np.float64)
+    acc = np.zeros(rewards.shape[0])
+    for t in range(rewards.shape[1] - 1, -1, -1):
+        acc = rewards[:, t] + gamma * acc
+        out[:, t] = acc
+    return out
+
+
+def horizon(gamma: float) -> int:
+    """Bars k with γ^k ≥ 0.01 (1 for γ = 0): how far a discounted return looks ahead."""
+    return 1 if gamma <= 0 else int(np.ceil(np.log(0.01) / np.log(gamma)))
+
+
+def magnitude_fractions(positions: np.ndarray) -> list[float]:
+    """Fractions of bars whose |position| is 0, in (0, .25], (.25, .5], (.5, .75], (.75, 1]."""
+    a = np.abs(np.asarray(positions, np.float64))
+    flat = a <= 1e-6
+    bins = np.digitize(a[~flat], MAGNITUDE_BINS[1:-1], right=True)
+    counts = [int(flat.sum())] + [int((bins == i).sum()) for i in range(4)]
+    return [c / a.size for c in counts]
+
 
 @struct.dataclass
 class Records:
@@ -27,6 +80,7 @@ class Records:
     runners: Runner  # every member's state (pad members dropped), host numpy
     val_returns: np.ndarray  # float64 [E, G, V]: each ensemble's per-bar validation returns
     metrics: EpochMetrics  # leaves float [E, P]: each member's epoch means
+    diagnostics: Diagnostics  # leaves [E, G, ...]: each ensemble's learning diagnostics
 
     def fold_means(self, epoch: int, members: list[int]) -> dict[str, float]:
         """The epoch's metrics averaged over `members`."""
@@ -83,5 +137,16 @@ def fold_records(prep: Prepared, c: Cohort, records: Records, progress: Progress
             val_matrix[k].append(val[idx])
             history[k].append({"epoch": epoch, "val_sharpe": val_sh[best],
                                "setting": c.groups[best].setting,
-                               **records.fold_means(epoch, c.members_of(k))})
+                               **records.fold_means(epoch, c.members_of(k)),
+                               **diagnostics_of(records.diagnostics, epoch, best)})
     return history, trials, val_matrix
+
+
+def diagnostics_of(d: Diagnostics, epoch: int, g: int) -> dict:
+    """Ensemble g's diagnostics at `epoch` as JSON-ready numbers (churn None at epoch 0)."""
+    churn = (None if epoch == 0 else
+             float(np.mean(np.abs(d.positions[epoch, g] - d.positions[epoch - 1, g]) > 1e-6)))
+    return {"train_sharpe": float(d.train_sharpe[epoch, g]),
+            "q_greedy": float(d.q_greedy[epoch, g]), "realised_return": float(d.realised[epoch, g]),
+            "overestimation": float(d.q_greedy[epoch, g] - d.realised[epoch, g]),
+            "churn": churn, "magnitude_fractions": magnitude_fractions(d.positions[epoch, g])}

@@ -41,16 +41,37 @@ def test_ensemble_position_is_the_mean_of_its_members_targets():
     key = jax.random.key(0)
 
     def decide(params):
-        target, w_m, w_p = greedy_decide(stack(params), data, cfg)(key, state, port)
-        return float(target), np.asarray(w_m), np.asarray(w_p)
+        target, aux = greedy_decide(stack(params), data, cfg)(key, state, port)
+        return (float(target), np.asarray(aux.market_weights), np.asarray(aux.portfolio_weights),
+                float(aux.q))
 
     alone = [decide([p]) for p in members]
-    assert len({t for t, _, _ in alone}) > 1  # the members disagree, so the mean is a test
-    target, w_m, w_p = decide(members)
-    np.testing.assert_allclose(target, np.mean([t for t, _, _ in alone]), rtol=1e-6)
-    np.testing.assert_allclose(w_m, np.mean([w for _, w, _ in alone], 0), rtol=1e-5)
-    np.testing.assert_allclose(w_p, np.mean([w for _, _, w in alone], 0), rtol=1e-5)
+    assert len({a[0] for a in alone}) > 1  # the members disagree, so the mean is a test
+    target, w_m, w_p, q = decide(members)
+    np.testing.assert_allclose(target, np.mean([a[0] for a in alone]), rtol=1e-6)
+    np.testing.assert_allclose(w_m, np.mean([a[1] for a in alone], 0), rtol=1e-5)
+    np.testing.assert_allclose(w_p, np.mean([a[2] for a in alone], 0), rtol=1e-5)
+    np.testing.assert_allclose(q, np.mean([a[3] for a in alone]), rtol=1e-5)
     assert decide([members[0]] * 2)[0] == alone[0][0]  # identical members: one agent's target
+
+
+def test_greedy_q_is_the_bdq_value_of_the_greedy_action():
+    """Q(s, â) = Q_dir(â_dir) when flat, else the mean of the two branches' greedy values."""
+    cfg = tiny_config()
+    prep = prepare(cfg)
+    data = prep.fold_data(0)
+    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    state = env.reset(int(prep.folds[0].val[0]), int(prep.folds[0].val[0]) + 10)
+    port = env.portfolio_features(state, data.prices)
+    obs = observe(data, state.t, port, cfg.features.lookback)
+    for seed in range(4):
+        params = init_params(net, obs, seed=seed)
+        out = net.apply(params, obs)
+        d, m = int(np.argmax(out.q_direction)), int(np.argmax(out.q_magnitude))
+        want = (out.q_direction[d] if d == env.FLAT
+                else 0.5 * (out.q_direction[d] + out.q_magnitude[m]))
+        _, aux = greedy_decide(stack([params]), data, cfg)(jax.random.key(0), state, port)
+        np.testing.assert_allclose(float(aux.q), float(want), rtol=1e-5)
 
 
 def test_evaluation_returns_do_not_depend_on_the_learning_reward():
