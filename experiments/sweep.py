@@ -42,10 +42,10 @@ def oracle_val_returns(cfg, prep, val_len: int) -> list[np.ndarray] | None:
 
     if not (cfg.data.path or "").startswith(SYNTHETIC_PREFIX):
         return None
-    signal = jax.numpy.asarray(from_spec(cfg.data.path).signal, jax.numpy.float32)
+    position = jax.numpy.asarray(from_spec(cfg.data.path).oracle_position, jax.numpy.float32)
     folds = [make_fold_data(prep.bars.open, prep.bars.close, prep.features, f,
                             cfg.features.clip) for f in prep.folds]
-    return [np.asarray(oracle_rollout(signal, d, d.val[0], val_len, cfg).returns, np.float64)
+    return [np.asarray(oracle_rollout(position, d, d.val[0], val_len, cfg).returns, np.float64)
             for d in folds]
 
 
