@@ -111,7 +111,12 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
 
 
 def from_spec(spec: str) -> SyntheticMarket:
-    """Parse `synthetic:NAME[:N_BARS[:SEED]]` (e.g. `synthetic:ar1:20000:3`)."""
+    """The market of `synthetic:NAME[:N_BARS[:SEED]]` (e.g. `synthetic:ar1:20000:3`)."""
+    return generate(*parse_spec(spec))
+
+
+def parse_spec(spec: str) -> tuple[str, int, int]:
+    """`synthetic:NAME[:N_BARS[:SEED]]` → (NAME, N_BARS, SEED); defaults 5000 bars, seed 0."""
     parts = spec.split(":")
     if parts[0] != "synthetic" or not 2 <= len(parts) <= 4:
         raise InputError(f"option --data={spec!r}: expected synthetic:NAME[:N_BARS[:SEED]]")
@@ -122,4 +127,4 @@ def from_spec(spec: str) -> SyntheticMarket:
         raise InputError(f"option --data={spec!r}: N_BARS and SEED must be integers") from None
     if not 2 <= n_bars <= 50_000_000 or seed < 0:
         raise InputError(f"option --data={spec!r}: N_BARS must be in [2, 5e7], SEED >= 0")
-    return generate(parts[1], n_bars, seed)
+    return parts[1], n_bars, seed
