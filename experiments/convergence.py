@@ -66,6 +66,12 @@ def build_gate_parser() -> argparse.ArgumentParser:
     p = build_parser()
     p.prog = "python -m experiments.convergence"
     p.description = "Release gate: the main job over a family of planted markets on fresh seeds."
+    for action in p._actions:  # the main job's options that mean something else here
+        if "--run-dir" in action.option_strings:
+            action.help = ("parent of the runs, RUN_DIR/MARKET-run<k> (default "
+                           "runs/<time>-convergence); never reused silently")
+        elif "--seed" in action.option_strings:
+            action.help = "run seed of run 0; run k uses --seed + k (default 0)"
     p.add_argument("--markets", default=",".join(FAMILY), metavar="A,B",
                    help=f"synthetic markets to run (default {','.join(FAMILY)})")
     p.add_argument("--runs", type=int, default=RUNS, metavar="N",
@@ -228,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
 
         markets = check_options(args, parser.parse_args([]))
         enable_compilation_cache()
+        import jax
+
+        jax.config.update("jax_debug_nans", bool(args.debug_nans))
         base = config_from_args(argparse.Namespace(**{**vars(args), "data": None}))
         from rl_trader.devices import describe_device
         from rl_trader.experiment import prepare, run_experiment

@@ -133,3 +133,13 @@ def test_goals_for_the_sizing_and_the_null_market():
     runs[0]["stitched"].update(agent=0.9, oracle_ratio=0.9)
     runs[1]["stitched"]["dsr"] = 0.49
     assert {g["status"] for g in check_goals(runs, LIMITS).values()} == {"PASS", "n/a"}
+
+
+def test_help_documents_the_gate_options(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for opt in ("--markets", "--runs", "--bars", "--oracle-floor", "--ridge-floor",
+                "--sizing-floor", "--dsr-max", "--out", "--run-dir", "--preset"):
+        assert opt in out
