@@ -16,9 +16,9 @@ true next drift (the oracle knows the hidden state — an upper bound).
 
 The oracle's target position `oracle_position[t]` (a signed fraction of equity, decided at the
 close of t and held over bar t+1) is sign(signal[t]) for ar1, regime and random_walk. For
-vol_regime it is the mean-variance size μ/σ² capped at full size, on the allowed magnitudes:
-1.0 in the calm state and 0.25 in the turbulent one (μ/σ² ≈ 14 and 1.25 with the defaults, so
-the ratio of sizes the env can express is 1 : 0.25), using the hidden state **of bar t** — a
+vol_regime, the Sharpe ratio of sizes w_s per state s is maximised by w_s ∝ μ/σ_s² (calm :
+turbulent = 1 : 0.09 with the defaults); the nearest the env's magnitudes (0.25 … 1) express is
+1.0 in the calm state and 0.25 in the turbulent one. It uses the hidden state **of bar t** — a
 causal oracle that sees the regime but not its next flip (flips are rare: 1 − p_stay per bar).
 `hidden_state[t]` is the regime of bar t (0 calm / up, 1 turbulent / down; 0 for ar1 markets).
 """
