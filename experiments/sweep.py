@@ -16,7 +16,8 @@ is chosen on one half of the validation bars and scored on the other half, relat
 oracle's Sharpe on that half (both directions averaged); ~1 means oracle-like out of sample.
 Settings share their seeds' PRNG keys (common random numbers), so they are compared on the
 same initial weights and random draws. Choose on validation, then run the main
-job once with the chosen values.
+job once with the chosen values. Synthetic data seeds >= 1000 are refused: they are the release
+gate's fresh markets (`experiments.convergence`).
 """
 
 from __future__ import annotations
@@ -41,10 +42,22 @@ def oracle_val_returns(cfg, prep) -> list[np.ndarray] | None:
 
     if not (cfg.data.path or "").startswith(SYNTHETIC_PREFIX):
         return None
-    signal = jax.numpy.asarray(from_spec(cfg.data.path).signal, jax.numpy.float32)
+    position = jax.numpy.asarray(from_spec(cfg.data.path).oracle_position, jax.numpy.float32)
     folds = [prep.fold_data(k) for k in range(len(prep.folds))]
-    return [np.asarray(oracle_rollout(signal, d, d.val[0], prep.val_len, cfg).returns,
+    return [np.asarray(oracle_rollout(position, d, d.val[0], prep.val_len, cfg).returns,
                        np.float64) for d in folds]
+
+
+def refuse_gate_data(path: str | None) -> None:
+    """The fresh-seed rule: synthetic data seeds ≥ GATE_SEED_BASE belong to the release gate
+    (`experiments.convergence`) and are never tuned on."""
+    from experiments.convergence import GATE_SEED_BASE
+    from rl_trader.data import SYNTHETIC_PREFIX
+    from rl_trader.data.synthetic import parse_spec
+
+    if (path or "").startswith(SYNTHETIC_PREFIX) and parse_spec(path)[2] >= GATE_SEED_BASE:
+        raise InputError(f"option --data={path!r}: data seeds >= {GATE_SEED_BASE} are the "
+                         f"convergence gate's; tune on seeds < {GATE_SEED_BASE}")
 
 
 def split_half_ratio(returns: np.ndarray, oracle: np.ndarray, ppy: float) -> float:
@@ -73,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         enable_compilation_cache()
         cfg = config_from_args(args)
+        refuse_gate_data(cfg.data.path)
         from rl_trader.devices import describe_device
         from rl_trader.experiment import run_experiment
         from rl_trader.metrics import sharpe

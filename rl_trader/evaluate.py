@@ -253,15 +253,16 @@ def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunCon
     return out
 
 
-def oracle_decide(signal: jax.Array, data: FoldData, cfg: RunConfig) -> Decide:
-    """Planted-signal oracle: full position in the sign of the known next-bar mean signal[t]."""
+def oracle_decide(position: jax.Array, data: FoldData, cfg: RunConfig) -> Decide:
+    """Planted-signal oracle: the known target position[t] [T] (signed fraction of equity,
+    `SyntheticMarket.oracle_position`) at the close of bar t."""
     aux = _no_weights(data, cfg)
-    return lambda key, state, port: (jnp.sign(signal[state.t]).astype(jnp.float32), aux)
+    return lambda key, state, port: (position[state.t].astype(jnp.float32), aux)
 
 
 @partial(jax.jit, static_argnums=(3, 4))
-def oracle_rollout(signal: jax.Array, data: FoldData, start: jax.Array, length: int,
+def oracle_rollout(position: jax.Array, data: FoldData, start: jax.Array, length: int,
                    cfg: RunConfig) -> Rollout:
     """The oracle's rollout over [start, start + length), same fills and costs as the agent."""
-    return rollout(oracle_decide(signal, data, cfg), data, start, length, cfg,
+    return rollout(oracle_decide(position, data, cfg), data, start, length, cfg,
                    jax.random.PRNGKey(0))

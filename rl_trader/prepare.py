@@ -26,7 +26,7 @@ class Prepared:
     features: MarketFeatures
     folds: list[Fold]
     periods_per_year: float
-    signal: np.ndarray | None  # planted signal of a synthetic market (for the oracle)
+    oracle_position: np.ndarray | None  # [T] the oracle's target of a synthetic market
 
     @property
     def val_len(self) -> int:
@@ -47,12 +47,12 @@ class Prepared:
 def prepare(cfg: RunConfig) -> Prepared:
     """Validate the config, load and check the data, compute features, lay out the folds."""
     cfg.validate()
-    signal = None
+    oracle_position = None
     if (cfg.data.path or "").startswith(SYNTHETIC_PREFIX):
         from rl_trader.data.synthetic import from_spec
 
         market = from_spec(cfg.data.path)
-        bars, signal = market.bars, market.signal
+        bars, oracle_position = market.bars, market.oracle_position
     else:
         bars = load(cfg.data.path)
     feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
@@ -60,4 +60,4 @@ def prepare(cfg: RunConfig) -> Prepared:
     folds = make_folds(len(bars), first_bar, cfg.folds, cfg.features.lookback, cfg.agent.n_step)
     ppy = cfg.data.periods_per_year or bars.periods_per_year()
     return Prepared(cfg=cfg, bars=bars, features=feats, folds=folds, periods_per_year=ppy,
-                    signal=signal)
+                    oracle_position=oracle_position)

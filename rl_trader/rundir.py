@@ -12,12 +12,19 @@ from pathlib import Path
 from rl_trader.errors import InputError
 
 
+def check_run_dir(run_dir: Path, overwrite: bool) -> bool:
+    """Whether `run_dir` holds something (a non-empty directory or a file), which only
+    `overwrite` allows replacing; refuses it otherwise."""
+    taken = run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir()))
+    if taken and not overwrite:
+        raise InputError(f"run directory '{run_dir}' already exists and is not empty: "
+                         "pass --overwrite to replace it or choose another --run-dir")
+    return taken
+
+
 def open_run_dir(run_dir: Path, overwrite: bool) -> None:
     """Create the run directory; never reuse a non-empty one silently."""
-    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-        if not overwrite:
-            raise InputError(f"run directory '{run_dir}' already exists and is not empty: "
-                             "pass --overwrite to replace it or choose another --run-dir")
+    if check_run_dir(run_dir, overwrite):
         if run_dir.is_dir():
             shutil.rmtree(run_dir)
         else:

@@ -76,9 +76,9 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
         "epochs": history,
         "returns_file": str(rel),
     }
-    if prep.signal is not None:
-        oracle = ev.oracle_rollout(jax.numpy.asarray(prep.signal, jax.numpy.float32), data,
-                                   data.test[0], test_len, cfg)
+    if prep.oracle_position is not None:
+        oracle = ev.oracle_rollout(jax.numpy.asarray(prep.oracle_position, jax.numpy.float32),
+                                   data, data.test[0], test_len, cfg)
         entry["oracle_test_sharpe"] = sharpe_of(oracle.returns, ppy)
         stitched["oracle"].append(oracle)
     return entry

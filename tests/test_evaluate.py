@@ -15,6 +15,7 @@ from rl_trader.evaluate import (
     baseline_rollouts,
     fit_ridge,
     greedy_decide,
+    oracle_rollout,
     random_decide,
     ridge_solve,
     rollout,
@@ -173,3 +174,18 @@ def test_vol_target_positions_by_hand_and_causal():
     moved = np.asarray(vol_target_positions(jnp.asarray(later), train))
     np.testing.assert_array_equal(moved[:27], got[:27])
     assert not np.allclose(moved[27:], got[27:])
+
+
+def test_oracle_holds_the_markets_oracle_position_of_the_decision_bar():
+    cfg = tiny_config()
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data,
+                                                            path="synthetic:vol_regime:1200:1"))
+    prep = prepare(cfg)
+    f = prep.folds[1]
+    data = prep.fold_data(1)
+    start, length = f.test[0], f.test[1] - f.test[0]
+    out = oracle_rollout(jax.numpy.asarray(prep.oracle_position, jax.numpy.float32), data,
+                         data.test[0], length, cfg)
+    # decided at the close of bars start−1 … end−2, each filled at the next open
+    np.testing.assert_array_equal(out.position, prep.oracle_position[start - 1:f.test[1] - 1])
+    assert set(np.unique(out.position)) == {0.25, 1.0}

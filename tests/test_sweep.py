@@ -46,3 +46,11 @@ def test_split_half_ratio_chooses_on_one_half_and_scores_on_the_other():
     assert split_half_ratio(np.stack([e0, e1]), oracle, 252) == -1.0
     # an epoch equal to the oracle everywhere is chosen both ways and scores 1
     assert split_half_ratio(np.stack([e0, oracle, e1]), oracle, 252) == 1.0
+
+
+def test_sweep_refuses_the_gates_fresh_data_seeds(tmp_path, capsys):
+    argv = ARGS[:2] + ["--data", "synthetic:ar1:1200:1000", "--run-dir", str(tmp_path / "r")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--data" in err and "seeds < 1000" in err and "\n" not in err
+    assert not (tmp_path / "r").exists()

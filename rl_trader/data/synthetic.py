@@ -7,10 +7,20 @@ r_{t+1} exactly (less costs). The conditional mean known at the close of t is `s
     ar1:        μ_{t+1} = φ·r_t                               (momentum for φ > 0)
     regime:     μ_{t+1} = ±drift, the sign from a hidden two-state Markov chain (sticky p_stay),
                 observed only through returns
+    vol_regime: μ = drift > 0, σ_t = σ_calm or σ_turbulent by a hidden two-state Markov chain
+                (sticky p_stay): the edge is in sizing, not direction
     random_walk μ = 0                                          (no skill possible)
 
-`signal[t] = E[r_{t+1} | bars ≤ t]` for ar1 and random_walk; for regime it is the true next
-drift (the oracle knows the hidden state — an upper bound).
+`signal[t] = E[r_{t+1} | bars ≤ t]` for ar1, vol_regime and random_walk; for regime it is the
+true next drift (the oracle knows the hidden state — an upper bound).
+
+The oracle's target position `oracle_position[t]` (a signed fraction of equity, decided at the
+close of t and held over bar t+1) is sign(signal[t]) for ar1, regime and random_walk. For
+vol_regime, the Sharpe ratio of sizes w_s per state s is maximised by w_s ∝ μ/σ_s² (calm :
+turbulent = 1 : 0.09 with the defaults); the nearest the env's magnitudes (0.25 … 1) express is
+1.0 in the calm state and 0.25 in the turbulent one. It uses the hidden state **of bar t** — a
+causal oracle that sees the regime but not its next flip (flips are rare: 1 − p_stay per bar).
+`hidden_state[t]` is the regime of bar t (0 calm / up, 1 turbulent / down; 0 for ar1 markets).
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ class Spec:
     phi: float = 0.0
     drift: float = 0.0
     p_stay: float = 0.98
+    sigma_turbulent: float = 0.0  # vol_regime: σ of the turbulent state (`sigma` is the calm one)
+    turbulent_size: float = 0.25  # vol_regime: the oracle's size in the turbulent state
 
 
 MARKETS = {
@@ -38,6 +50,9 @@ MARKETS = {
     "ar1": Spec("ar1", phi=0.25),
     "ar1_strong": Spec("ar1", phi=0.5),
     "regime": Spec("regime", drift=0.004, p_stay=0.98),
+    "ar1_weak": Spec("ar1", phi=0.1),
+    "vol_regime": Spec("vol_regime", sigma=0.006, sigma_turbulent=0.02, drift=0.0005,
+                       p_stay=0.99),
 }
 
 
@@ -45,6 +60,8 @@ MARKETS = {
 class SyntheticMarket:
     bars: Bars
     signal: np.ndarray  # float64 [T]: E[r_{t+1}] known to the oracle at the close of t
+    oracle_position: np.ndarray  # float64 [T]: the oracle's target fraction at the close of t
+    hidden_state: np.ndarray  # int64 [T]: the hidden regime of bar t (0 for ar1 markets)
 
 
 def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
@@ -57,21 +74,31 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
     eps = rng.standard_normal(n_bars)
     r = np.empty(n_bars)
     signal = np.zeros(n_bars)
+    state = np.zeros(n_bars, np.int64)
+    sigma = spec.sigma  # σ of each bar: a scalar, or [T] for vol_regime
     if spec.kind == "ar1":
         prev = 0.0
         for t in range(n_bars):  # a recursion; fine for ≤ 10^6 bars
             r[t] = spec.phi * prev + spec.sigma * eps[t]
             signal[t] = spec.phi * r[t]
             prev = r[t]
-    else:
+        position = np.sign(signal)
+    elif spec.kind == "regime":
         flips = rng.random(n_bars) > spec.p_stay
         state = np.cumsum(flips) % 2  # 0/1 hidden regime
         mu = np.where(state == 0, spec.drift, -spec.drift)
         r = mu + spec.sigma * eps
         signal[:-1] = mu[1:]
+        position = np.sign(signal)
+    else:  # vol_regime
+        state = np.cumsum(rng.random(n_bars) > spec.p_stay) % 2
+        sigma = np.where(state == 0, spec.sigma, spec.sigma_turbulent)
+        r = spec.drift + sigma * eps
+        signal[:] = spec.drift
+        position = np.where(state == 0, 1.0, spec.turbulent_size)
     close = 100.0 * np.exp(np.cumsum(r))
     open_ = np.concatenate([[100.0], close[:-1]])
-    wick = np.abs(rng.normal(0.0, 0.3 * spec.sigma, (2, n_bars)))
+    wick = np.abs(rng.normal(0.0, 0.3 * sigma, (2, n_bars)))
     high = np.maximum(open_, close) * np.exp(wick[0])
     low = np.minimum(open_, close) * np.exp(-wick[1])
     volume = np.round(rng.lognormal(15.0, 0.3, n_bars))
@@ -79,11 +106,17 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
     digest = hashlib.sha256(f"synthetic:{name}:{n_bars}:{seed}".encode()).hexdigest()
     bars = Bars(dates=dates.astype("datetime64[ns]"), open=open_, high=high, low=low,
                 close=close, volume=volume, source=f"synthetic:{name}", sha256=digest)
-    return SyntheticMarket(bars=bars, signal=signal)
+    return SyntheticMarket(bars=bars, signal=signal, oracle_position=position,
+                           hidden_state=state)
 
 
 def from_spec(spec: str) -> SyntheticMarket:
-    """Parse `synthetic:NAME[:N_BARS[:SEED]]` (e.g. `synthetic:ar1:20000:3`)."""
+    """The market of `synthetic:NAME[:N_BARS[:SEED]]` (e.g. `synthetic:ar1:20000:3`)."""
+    return generate(*parse_spec(spec))
+
+
+def parse_spec(spec: str) -> tuple[str, int, int]:
+    """`synthetic:NAME[:N_BARS[:SEED]]` → (NAME, N_BARS, SEED); defaults 5000 bars, seed 0."""
     parts = spec.split(":")
     if parts[0] != "synthetic" or not 2 <= len(parts) <= 4:
         raise InputError(f"option --data={spec!r}: expected synthetic:NAME[:N_BARS[:SEED]]")
@@ -94,4 +127,4 @@ def from_spec(spec: str) -> SyntheticMarket:
         raise InputError(f"option --data={spec!r}: N_BARS and SEED must be integers") from None
     if not 2 <= n_bars <= 50_000_000 or seed < 0:
         raise InputError(f"option --data={spec!r}: N_BARS must be in [2, 5e7], SEED >= 0")
-    return generate(parts[1], n_bars, seed)
+    return parts[1], n_bars, seed
