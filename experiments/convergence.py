@@ -57,7 +57,7 @@ ORACLE_FLOOR = 0.9
 RIDGE_FLOOR = 0.95
 SIZING_FLOOR = 0.8
 DSR_MAX = 0.5
-UNSUPPORTED = ("data", "resume", "coordinator", "num_processes", "process_id", "distributed")
+UNSUPPORTED = ("data.path", "resume", "coordinator", "num_processes", "process_id", "distributed")
 
 
 def build_gate_parser() -> argparse.ArgumentParser:
@@ -100,7 +100,7 @@ def check_options(args: argparse.Namespace, defaults: argparse.Namespace) -> lis
 
     for name in UNSUPPORTED:
         if getattr(args, name) != getattr(defaults, name):
-            raise InputError(f"option --{name.replace('_', '-')} is not supported by the gate "
+            raise InputError(f"option --{name.split('.')[0].replace('_', '-')} is not supported by the gate "
                              "(it runs its own markets, one process, from scratch)")
     markets = [m.strip() for m in args.markets.split(",")]
     unknown = [m for m in markets if m not in MARKETS]
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         import jax
 
         jax.config.update("jax_debug_nans", bool(args.debug_nans))
-        base = config_from_args(argparse.Namespace(**{**vars(args), "data": None}))
+        base = config_from_args(argparse.Namespace(**{**vars(args), "data.path": None}))
         from rl_trader.devices import describe_device
         from rl_trader.experiment import run_experiment
         from rl_trader.prepare import prepare
@@ -255,12 +255,12 @@ def main(argv: list[str] | None = None) -> int:
             for k in range(args.runs):
                 data = dataclasses.replace(
                     base.data, path=f"synthetic:{market}:{args.bars}:{GATE_SEED_BASE + k}")
-                cfg = dataclasses.replace(base, seed=args.seed + k, data=data)
+                cfg = dataclasses.replace(base, seed=base.seed + k, data=data)
                 run_dir = parent / f"{market}-run{k}"
                 check_run_dir(run_dir, args.overwrite)
                 jobs.append((market, k, prepare(cfg), run_dir))
         print(f"convergence gate: markets {', '.join(markets)}; {args.runs} run(s) each, data "
-              f"seeds {GATE_SEED_BASE}…{GATE_SEED_BASE + args.runs - 1}; preset {args.preset}, "
+              f"seeds {GATE_SEED_BASE}…{GATE_SEED_BASE + args.runs - 1}; preset {args.preset or 'default'}, "
               f"{base.folds.n_folds} folds, {args.bars} bars; {describe_device()}; run dirs "
               f"under {parent}", flush=True)
         runs = []
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     passed = all(g["status"] != "FAIL" for g in goals.values())
     write_json(out, {"passed": passed, "goals": goals, "limits": limits,
                      "markets": markets, "runs_per_market": args.runs, "bars": args.bars,
-                     "preset": args.preset, "folds": base.folds.n_folds,
+                     "preset": args.preset or "default", "folds": base.folds.n_folds,
                      "gate_seed_base": GATE_SEED_BASE, "device": describe_device(),
                      "runs": runs})
     print(f"{'PASS' if passed else 'FAIL'}: the convergence gate; figures in {out}")
