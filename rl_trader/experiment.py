@@ -44,7 +44,7 @@ from rl_trader.devices import (
 from rl_trader.errors import InputError
 from rl_trader.features import MarketFeatures, compute_features
 from rl_trader.folds import Fold, format_folds, make_folds
-from rl_trader.market import make_fold_data
+from rl_trader.market import fold_inference_metadata, make_fold_data
 from rl_trader.population import (
     Population,
     ensembles,
@@ -161,7 +161,10 @@ def _run_locked(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str]
     def fold_checkpoints(f: Fold, process: int | None) -> FoldCheckpoints:
         return FoldCheckpoints(run_dir / f"fold_{f.index}" / "checkpoints", fp,
                                {"config": cfg.to_dict(), "fold": f.to_dict(),
-                                "data_sha256": prep.bars.sha256}, process=process)
+                                "data_sha256": prep.bars.sha256,
+                                "inference": fold_inference_metadata(
+                                    prep.features, prep.bars.dates, prep.bars.close, f, cfg,
+                                    ppy)}, process=process)
 
     # Fold k's directory belongs to process k mod (process count), which alone writes it, so a
     # multi-process run spreads its checkpoint writes evenly over the processes. Where the
