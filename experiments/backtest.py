@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from rl_trader.errors import InputError
 
@@ -58,13 +57,14 @@ def print_backtest(summary: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from rl_trader.data import load
-    from rl_trader.inference import backtest, load_policy, write_backtest
+    from rl_trader.inference import backtest, backtest_out_dir, load_policy, write_backtest
 
     try:
+        backtest_out_dir(args.out, args.run_dir)  # before the work, not after it
         policy = load_policy(args.run_dir, args.fold)
         bars = load(args.bars)
         summary, policies = backtest(policy, bars)
-        out = write_backtest(args.out, Path(args.run_dir), summary, policies,
+        out = write_backtest(args.out, args.run_dir, summary, policies,
                              bars.dates[policy.start:])
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)

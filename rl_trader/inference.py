@@ -298,18 +298,25 @@ def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, ev.Rollout]]:
     return summary, policies
 
 
-def write_backtest(out_dir: str | Path, run_dir: Path, summary: dict,
-                   policies: dict[str, ev.Rollout], dates: np.ndarray) -> Path:
-    """Write `out_dir/summary.json`, `out_dir/fold_<k>/test_returns.npz` (a run's format) and
-    `out_dir/report.html`. `out_dir` must be new or empty and outside `run_dir`."""
-    from rl_trader.report import write_report
-
-    out = Path(out_dir).resolve()
-    if out == run_dir.resolve() or run_dir.resolve() in out.parents:
+def backtest_out_dir(out_dir: str | Path, run_dir: str | Path) -> Path:
+    """`out_dir` resolved, refused (InputError) unless it is new or empty and outside
+    `run_dir`."""
+    out, run = Path(out_dir).resolve(), Path(run_dir).resolve()
+    if out == run or run in out.parents:
         raise InputError(f"option --out {out_dir}: inside the run directory {run_dir}, which "
                          "a backtest never writes to")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"option --out {out_dir}: exists and is not an empty directory")
+    return out
+
+
+def write_backtest(out_dir: str | Path, run_dir: str | Path, summary: dict,
+                   policies: dict[str, ev.Rollout], dates: np.ndarray) -> Path:
+    """Write `out_dir/summary.json`, `out_dir/fold_<k>/test_returns.npz` (a run's format) and
+    `out_dir/report.html`; `out_dir` as `backtest_out_dir` accepts it."""
+    from rl_trader.report import write_report
+
+    out = backtest_out_dir(out_dir, run_dir)
     entry = summary["folds"][0]
     path = out / entry["returns_file"]
     path.parent.mkdir(parents=True, exist_ok=True)

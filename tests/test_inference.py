@@ -192,3 +192,13 @@ def test_backtest_on_later_bars_writes_a_summary_and_leaves_the_run_alone(traine
                                capsys)
         assert code == 2 and "option --out" in err and "\n" not in err
     assert tree_digest(run_dir) == before
+
+
+def test_a_checkpoint_without_inference_metadata_is_refused(tmp_path):
+    (tmp_path / "folds.json").write_text(json.dumps({"folds": [{"index": 0}]}))
+    with FoldCheckpoints(tmp_path / "fold_0" / "checkpoints", "fp", {"config": {}}) as ckpt:
+        ckpt.save(0, {"w": np.zeros(2, np.float32)}, 0.1)
+    with pytest.raises(InputError, match="no inference metadata"):
+        load_policy(tmp_path)
+    with pytest.raises(InputError, match="option --fold 3"):
+        load_policy(tmp_path, 3)
