@@ -100,7 +100,8 @@ def check_options(args: argparse.Namespace, defaults: argparse.Namespace) -> lis
 
     for name in UNSUPPORTED:
         if getattr(args, name) != getattr(defaults, name):
-            raise InputError(f"option --{name.split('.')[0].replace('_', '-')} is not supported by the gate "
+            flag = "--" + name.split(".")[0].replace("_", "-")
+            raise InputError(f"option {flag} is not supported by the gate "
                              "(it runs its own markets, one process, from scratch)")
     markets = [m.strip() for m in args.markets.split(",")]
     unknown = [m for m in markets if m not in MARKETS]
@@ -260,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                 check_run_dir(run_dir, args.overwrite)
                 jobs.append((market, k, prepare(cfg), run_dir))
         print(f"convergence gate: markets {', '.join(markets)}; {args.runs} run(s) each, data "
-              f"seeds {GATE_SEED_BASE}…{GATE_SEED_BASE + args.runs - 1}; preset {args.preset or 'default'}, "
+              f"seeds {GATE_SEED_BASE}…{GATE_SEED_BASE + args.runs - 1}; "
+              f"preset {args.preset or 'default'}, "
               f"{base.folds.n_folds} folds, {args.bars} bars; {describe_device()}; run dirs "
               f"under {parent}", flush=True)
         runs = []

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import tempfile
@@ -24,6 +25,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import tensorstore as ts
+from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from rl_trader.config import NetConfig
@@ -133,9 +135,10 @@ class FoldCheckpoints:
     """
 
     def __init__(self, directory: str | Path, fingerprint: str, metadata: dict,
-                 process: int | None = None) -> None:
+                 process: int | None = None, read_only: bool = False) -> None:
         """`process`: in a multi-process run, the one process that uses this manager (the
-        fold's owner to save; any process to read once the owner's saves are done)."""
+        fold's owner to save; any process to read once the owner's saves are done).
+        `read_only`: only read an existing directory; nothing in it is created or changed."""
         self.directory = Path(directory).expanduser().resolve()
         self._fingerprint = fingerprint
         bad = [k for k in _RESERVED if k in metadata]
@@ -161,11 +164,21 @@ class FoldCheckpoints:
                         "meta": ocp.JsonCheckpointHandler(multiprocessing_options=mp)}
             # orbax creates the root only when every process takes part
             self.directory.mkdir(parents=True, exist_ok=True)
+        if read_only and not self.directory.is_dir():
+            raise InputError(f"checkpoint directory {self.directory} not found")
         options = ocp.CheckpointManagerOptions(
             best_fn=_score, best_mode="max", preservation_policy=keep,
-            create=process is None, enable_async_checkpointing=False, **solo)
-        self._mngr = ocp.CheckpointManager(self.directory, options=options,
-                                           item_handlers=handlers)
+            create=process is None and not read_only, read_only=read_only,
+            enable_async_checkpointing=False, **solo)
+        absl = logging.getLogger("absl")
+        level = absl.level
+        if read_only:  # orbax warns that read-only options turn saving off: that is the point
+            absl.setLevel(logging.ERROR)
+        try:
+            self._mngr = ocp.CheckpointManager(self.directory, options=options,
+                                               item_handlers=handlers)
+        finally:
+            absl.setLevel(level)
 
     def save(self, epoch: int, state: Any, val_sharpe: float, extra: dict | None = None) -> None:
         """Save `state` (any pytree of arrays) as `epoch`; returns when it is on disk.
@@ -292,18 +305,28 @@ class ResumeState:
         self._mngr.close()
 
 
-def export_safetensors(params: Any, path: str | Path,
-                       metadata: dict[str, str] | None = None) -> None:
-    """Write `params` as float32 tensors named by `flat_params`, atomically (temp + replace)."""
+def export_safetensors(params: Any, path: str | Path, metadata: dict | None = None) -> None:
+    """Write `params` as float32 tensors named by `flat_params`, atomically (temp + replace).
+
+    `metadata` (JSON-able values) goes into the file's header, each value JSON-encoded (the
+    header holds strings only); `safetensors_metadata` decodes it.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: np.ascontiguousarray(v, dtype=np.float32)
                for k, v in flat_params(params).items()}
+    header = {str(k): json.dumps(v) for k, v in (metadata or {}).items()}
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        save_file(tensors, tmp, metadata=metadata)
+        save_file(tensors, tmp, metadata=header)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def safetensors_metadata(path: str | Path) -> dict:
+    """The header metadata of a file written by `export_safetensors`, each value JSON-decoded."""
+    with safe_open(str(path), framework="numpy") as f:
+        return {k: json.loads(v) for k, v in (f.metadata() or {}).items()}

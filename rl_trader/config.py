@@ -108,9 +108,9 @@ class EnvConfig:
     commission_bps: float = option(1.0, "commission, bps of traded notional")
     slippage_bps: float = option(1.0, "slippage against the trader, bps of traded notional")
     episode_bars: int = option(256, "training episode length in bars before truncation")
-    reward: str = option("mean_variance", "learning reward: log growth, mean_variance (r − (λ/2)·r², "
-                         "returns in percent) or dsr (differential Sharpe ratio)",
-                         choices=REWARDS)
+    reward: str = option("mean_variance", "learning reward: log growth, mean_variance "
+                         "(r − (λ/2)·r², returns in percent) or dsr (differential Sharpe "
+                         "ratio)", choices=REWARDS)
     risk_aversion: float = option(0.1, "λ of the mean_variance reward, per percent return")
     dsr_eta: float = option(0.01, "adaptation rate η of the dsr reward's moving moments")
 

@@ -233,20 +233,24 @@ def vol_target_decide(data: FoldData, cfg: RunConfig) -> Decide:
     return lambda key, state, port: (positions[state.t], aux)
 
 
+FITTED_BASELINES = ("ridge", "vol_target")  # fit on a fold's train (and validation) bars
 BASELINES = ("buy_and_hold", "flat", "momentum_20", "ridge", "vol_target", "random")
 
 
 @partial(jax.jit, static_argnums=(2, 3, 5))
 def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunConfig,
-                      random_keys: jax.Array, val_length: int) -> dict[str, Rollout]:
+                      random_keys: jax.Array, val_length: int | None) -> dict[str, Rollout]:
     """Buy-and-hold, flat, 20-bar momentum, ridge (fit on train, α on the `val_length` bars of
     validation), vol target, and the random policy once per key (leaves of `random` get a
-    leading [R] axis), over the same segment with the same costs."""
+    leading [R] axis), over the same segment with the same costs. With `val_length` None (no
+    train or validation block: a backtest on new bars) the baselines fit to the training data,
+    `FITTED_BASELINES`, are left out."""
     fixed = {"buy_and_hold": constant_decide(1.0, data, cfg),
              "flat": constant_decide(0.0, data, cfg),
-             "momentum_20": momentum_decide(20, data, cfg),
-             "ridge": ridge_decide(fit_ridge(data, val_length, cfg), data, cfg),
-             "vol_target": vol_target_decide(data, cfg)}
+             "momentum_20": momentum_decide(20, data, cfg)}
+    if val_length is not None:
+        fixed["ridge"] = ridge_decide(fit_ridge(data, val_length, cfg), data, cfg)
+        fixed["vol_target"] = vol_target_decide(data, cfg)
     out = {name: rollout(d, data, start, length, cfg, random_keys[0]) for name, d in fixed.items()}
     out["random"] = jax.vmap(lambda k: rollout(random_decide(data, cfg), data, start, length,
                                                cfg, k))(random_keys)

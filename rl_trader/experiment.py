@@ -42,6 +42,7 @@ from rl_trader.devices import (
 )
 from rl_trader.errors import InputError
 from rl_trader.folds import format_folds
+from rl_trader.market import fold_inference_metadata
 from rl_trader.metrics import sharpe_of
 from rl_trader.population import Cohort, build, ensembles
 from rl_trader.prepare import Prepared
@@ -85,7 +86,11 @@ class Run:
         return FoldCheckpoints(self.run_dir / f"fold_{f.index}" / "checkpoints",
                                self.fingerprint,
                                {"config": self.prep.cfg.to_dict(), "fold": f.to_dict(),
-                                "data_sha256": self.prep.bars.sha256}, process=process)
+                                "data_sha256": self.prep.bars.sha256,
+                                "inference": fold_inference_metadata(
+                                    self.prep.features, self.prep.bars.dates,
+                                    self.prep.bars.close, f, self.prep.cfg,
+                                    self.prep.periods_per_year)}, process=process)
 
 
 @jax.jit

@@ -13,8 +13,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from rl_trader.env import Prices
-from rl_trader.features import MarketFeatures, fit_normaliser, next_bar_log_return, normalise
+from rl_trader.config import RunConfig
+from rl_trader.env import PORTFOLIO_NAMES, Prices
+from rl_trader.features import (
+    MarketFeatures,
+    Normaliser,
+    fit_normaliser,
+    next_bar_log_return,
+    normalise,
+)
 from rl_trader.folds import Fold
 
 
@@ -39,20 +46,45 @@ class FoldData:
     test: jax.Array  # int32 [2]
 
 
+def fold_normaliser(values: np.ndarray, close: np.ndarray,
+                    fold: Fold) -> tuple[Normaliser, float]:
+    """The fold's normaliser of `values` [T, F] and its aux-target scale, both fit on
+    `fold.train` = [a, b) only: scale = std(log(c_{t+1} / c_t), a ≤ t < b − 1), 1 if it is 0."""
+    start, end = fold.train
+    scale = float(np.std(next_bar_log_return(close)[start:end - 1])) or 1.0
+    return fit_normaliser(values, start, end), scale
+
+
 def make_fold_data(open_: np.ndarray, close: np.ndarray, feats: MarketFeatures, fold: Fold,
                    clip: float) -> FoldData:
     """Fit the normaliser on `fold.train` and move the fold's arrays to the device."""
-    start, end = fold.train
-    norm = fit_normaliser(feats.values, start, end)
-    nxt = next_bar_log_return(close)
-    scale = float(np.std(nxt[start:end - 1])) or 1.0
-    aux = np.clip(nxt / scale, -clip, clip).astype(np.float32)
+    norm, scale = fold_normaliser(feats.values, close, fold)
+    aux = np.clip(next_bar_log_return(close) / scale, -clip, clip).astype(np.float32)
     return FoldData(
         features=jnp.asarray(normalise(feats.values, norm, clip)),
         prices=Prices(open=jnp.asarray(open_, jnp.float32), close=jnp.asarray(close, jnp.float32)),
         aux_target=jnp.asarray(aux),
         train=jnp.asarray(fold.train, jnp.int32), val=jnp.asarray(fold.val, jnp.int32),
         test=jnp.asarray(fold.test, jnp.int32))
+
+
+def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.ndarray,
+                            fold: Fold, cfg: RunConfig, ppy: float) -> dict:
+    """What acting with the fold's policy on new bars needs besides the weights (JSON-able):
+    the train-fit normaliser (`mean`, `std` per feature, in `feature_names` order), the aux
+    target's scale (the aux head predicts log(c_{t+1} / c_t) / aux_scale), the feature warm-up
+    (`first_valid` bars), look-back, clip, magnitudes, portfolio feature names, periods per
+    year, and the first/last date of each segment (ISO, for checking new bars' overlap)."""
+    norm, scale = fold_normaliser(feats.values, close, fold)
+    day = np.datetime_as_string(np.asarray(dates, "datetime64[s]"))
+    return {"feature_names": list(feats.names), "first_valid": int(feats.first_valid),
+            "normaliser": {"mean": [float(x) for x in norm.mean],
+                           "std": [float(x) for x in norm.std]},
+            "aux_scale": scale, "lookback": cfg.features.lookback, "clip": cfg.features.clip,
+            "magnitudes": list(cfg.env.magnitudes), "portfolio_names": list(PORTFOLIO_NAMES),
+            "periods_per_year": float(ppy),
+            "dates": {name: [str(day[a]), str(day[b - 1])] for name, (a, b) in
+                      (("train", fold.train), ("val", fold.val), ("test", fold.test))}}
 
 
 def observe(data: FoldData, bar: jax.Array, portfolio: jax.Array, lookback: int) -> Obs:

@@ -14,6 +14,7 @@ import numpy as np
 from rl_trader import evaluate as ev
 from rl_trader.agent import policy_params
 from rl_trader.checkpoint import FoldCheckpoints, export_safetensors
+from rl_trader.config import RunConfig
 from rl_trader.devices import describe_device
 from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.headline import headline
@@ -35,26 +36,47 @@ def _named(names, weights) -> dict[str, float]:
     return {n: float(x) for n, x in zip(names, mean, strict=True)}
 
 
-def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: FoldData,
-                ckpt: FoldCheckpoints, history: list[dict], random_keys: jax.Array,
-                stitched: dict[str, list]) -> dict:
-    cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
-    test_len = f.test[1] - f.test[0]
-    base = jax.tree.map(np.asarray, ev.baseline_rollouts(data, data.test[0], test_len, cfg,
-                                                         random_keys, f.val[1] - f.val[0]))
+def compare(agent: ev.Rollout, data: FoldData, start: int, length: int, cfg: RunConfig,
+            ppy: float, val_length: int | None
+            ) -> tuple[dict[str, ev.Rollout], dict[str, dict], list[float]]:
+    """The agent's rollout beside the baselines over bars [start, start + length) of `data`,
+    same fills and costs: (rollouts by name, the random policy's first seed standing for it),
+    metrics by name (the random policy's: the mean over `N_RANDOM_SEEDS` seeds), and the random
+    policy's Sharpe per seed. `val_length`: the fold's validation bars, on which ridge chooses
+    its penalty; None (a backtest on new bars, which has no train or validation block) leaves
+    out the baselines fit to the training data (`evaluate.FITTED_BASELINES`)."""
+    random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
+    base = jax.tree.map(np.asarray, ev.baseline_rollouts(data, start, length, cfg, random_keys,
+                                                         val_length))
     rand = base.pop("random")
     policies = {"agent": agent, **base, "random": take(rand, 0)}
     metrics = {name: perf_of(r, ppy) for name, r in policies.items() if name != "random"}
     per_seed = [perf_of(take(rand, i), ppy) for i in range(N_RANDOM_SEEDS)]
     metrics["random"] = {key: float(np.mean([p[key] for p in per_seed])) for key in per_seed[0]}
-    rand_sharpes = [p["sharpe"] for p in per_seed]
+    return policies, metrics, [p["sharpe"] for p in per_seed]
+
+
+def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
+                 policies: dict[str, ev.Rollout]) -> None:
+    """A `test_returns.npz`: bar indices, dates (int64 ns), the agent's target positions and
+    each policy's per-bar returns (float64)."""
+    np.savez(path, bars=bars, agent_position=np.asarray(policies["agent"].position, np.float64),
+             dates=np.asarray(dates).astype("datetime64[ns]").astype(np.int64),
+             **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
+
+
+def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: FoldData,
+                ckpt: FoldCheckpoints, history: list[dict],
+                stitched: dict[str, list]) -> dict:
+    cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
+    test_len = f.test[1] - f.test[0]
+    policies, metrics, rand_sharpes = compare(agent, data, f.test[0], test_len, cfg, ppy,
+                                              prep.val_len)
     for name, r in policies.items():
         stitched[name].append(r)
     rel = Path(f"fold_{f.index}") / "test_returns.npz"
-    np.savez(run_dir / rel, bars=np.arange(*f.test),
-             agent_position=np.asarray(agent.position, np.float64),
-             dates=prep.bars.dates[f.test[0]:f.test[1]].astype("datetime64[ns]").astype(np.int64),
-             **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
+    save_returns(run_dir / rel, np.arange(*f.test), prep.bars.dates[f.test[0]:f.test[1]],
+                 policies)
     meta = ckpt.metadata()
     entry = {
         "fold": f.index,
@@ -69,7 +91,8 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
         "test_end": f.test[1],
         "market_vsn_weights": _named(prep.features.names, agent.market_weights),
         "portfolio_vsn_weights": _named(PORTFOLIO_NAMES, agent.portfolio_weights),
-        "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in ev.BASELINES},
+        "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in ev.BASELINES
+                                  if name in metrics},
         "random_test_sharpe_mean": float(np.mean(rand_sharpes)),
         "random_test_sharpe_std": float(np.std(rand_sharpes, ddof=1)),
         "metrics": metrics,
@@ -94,7 +117,8 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
     learners = {k: ckpts[k].restore(template) for k in scored}
     for k in scored:
         export_safetensors(policy_params(learners[k], cfg.train.eval_params),
-                           run_dir / f"fold_{folds[k].index}" / "best_params.safetensors")
+                           run_dir / f"fold_{folds[k].index}" / "best_params.safetensors",
+                           ckpts[k].metadata())
     entries = [{"fold": f.index, "best_epoch": None, "test_sharpe": None,
                 "test_start": f.test[0], "test_end": f.test[1], "epochs": history[f.index],
                 "status": "stopped before its first checkpoint"} for f in folds]
@@ -105,10 +129,9 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
         params = stack([policy_params(learners[k], cfg.train.eval_params) for k in scored])
         tests = Population(pop.trainer).evaluate(params, data, data.test[:, 0], test_len,
                              jax.random.split(jax.random.PRNGKey(cfg.seed + 1), len(scored)))
-        random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
         for j, k in enumerate(scored):
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
-                                     history[k], random_keys, stitched)
+                                     history[k], stitched)
     for c in ckpts:
         c.close()
     cat = {name: jax.tree.map(lambda *xs: np.concatenate(xs), *rs)

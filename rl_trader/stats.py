@@ -7,7 +7,8 @@ the RAW (non-excess) fourth standardised moment γ4 (3 for a normal), skewness �
 References: Bailey & López de Prado, "The Sharpe Ratio Efficient Frontier", J. of Risk 15(2), 2012
 (PSR, MinTRL); "The Deflated Sharpe Ratio", J. Portfolio Management 40(5), 2014 (DSR, expected
 maximum Sharpe); Bailey, Borwein, López de Prado & Zhu, "The Probability of Backtest Overfitting",
-J. Computational Finance 20(4), 2017 (PBO, CSCV). Runtime needs numpy only (no scipy).
+J. Computational Finance 20(4), 2017 (PBO, CSCV). Runtime needs numpy and the standard library
+only (no scipy).
 """
 
 from __future__ import annotations
@@ -15,51 +16,29 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
 EULER_GAMMA = 0.5772156649015329
 
-# Acklam's rational approximation to Φ⁻¹ (relative error < 1.2e-9 before refinement).
-_A = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02,
-      1.383577518672690e02, -3.066479806614716e01, 2.506628277459239e00)
-_B = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02,
-      6.680131188771972e01, -1.328068155288572e01)
-_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00,
-      -2.549732539343734e00, 4.374664141464968e00, 2.938163982698783e00)
-_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
-
-
-def _poly(coefs: tuple[float, ...], x: float) -> float:
-    acc = 0.0
-    for c in coefs:
-        acc = acc * x + c
-    return acc
+_STANDARD_NORMAL = NormalDist()
 
 
 def norm_cdf(x: float) -> float:
-    """Standard normal CDF Φ(x) = ½·erfc(−x/√2) (accurate in both tails)."""
+    """Standard normal CDF Φ(x) = ½·erfc(−x/√2), accurate in both tails. (`NormalDist.cdf`
+    computes ½·(1 + erf(x/√2)), which cancels in the lower tail and is 0 below x ≈ −8.3.)"""
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
 def norm_ppf(p: float) -> float:
-    """Standard normal quantile Φ⁻¹(p): Acklam's rational approximation plus one Halley step
-    (absolute error ~1e-15). −inf at p = 0, +inf at p = 1; ValueError outside [0, 1]."""
+    """Standard normal quantile Φ⁻¹(p) (`statistics.NormalDist.inv_cdf`, Wichura's AS241).
+    −inf at p = 0, +inf at p = 1; ValueError outside [0, 1]."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"norm_ppf: p={p} is not in [0, 1]")
     if p == 0.0 or p == 1.0:
         return -math.inf if p == 0.0 else math.inf
-    if p > 0.5:
-        return -norm_ppf(1.0 - p)  # 1 − p is exact here; refine in the accurate lower tail
-    if p < 0.02425:
-        q = math.sqrt(-2.0 * math.log(p))
-        x = _poly(_C, q) / (_poly(_D, q) * q + 1.0)
-    else:
-        q = p - 0.5
-        r = q * q
-        x = _poly(_A, r) * q / (_poly(_B, r) * r + 1.0)
-    u = (norm_cdf(x) - p) * math.sqrt(2.0 * math.pi) * math.exp(0.5 * x * x)
-    return x - u / (1.0 + 0.5 * x * u)  # Halley
+    return _STANDARD_NORMAL.inv_cdf(p)
 
 
 def annualise_sharpe(sr_per_period: float, ppy: float) -> float:

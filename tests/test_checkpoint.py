@@ -16,7 +16,13 @@ import pytest
 from safetensors.numpy import load_file
 
 from rl_trader.agent import HParams, TrainState, init_train_state, make_optimizer
-from rl_trader.checkpoint import FoldCheckpoints, export_safetensors, fingerprint, flat_params
+from rl_trader.checkpoint import (
+    FoldCheckpoints,
+    export_safetensors,
+    fingerprint,
+    flat_params,
+    safetensors_metadata,
+)
 from rl_trader.config import AgentConfig, NetConfig
 from rl_trader.errors import InputError
 from rl_trader.networks import Obs, QNetwork
@@ -96,6 +102,25 @@ def test_metadata_round_trip(tmp_path, state0):
             FoldCheckpoints(tmp_path / "g", fp, {"fingerprint": "x"})
 
 
+def _tree_bytes(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else b""
+            for p in sorted(root.rglob("*"))}
+
+
+def test_read_only_reads_and_changes_nothing(tmp_path, state0):
+    fp = fingerprint(state0.params, NET, N_MAG)
+    with FoldCheckpoints(tmp_path / "f", fp, META) as ckpt:
+        ckpt.save(0, state0, 0.5)
+    before = _tree_bytes(tmp_path)
+    with FoldCheckpoints(tmp_path / "f", fp, {}, read_only=True) as ckpt:
+        assert ckpt.metadata()["epoch"] == 0
+        chex.assert_trees_all_equal(ckpt.restore(state0), state0)
+    assert _tree_bytes(tmp_path) == before
+    with pytest.raises(InputError, match="not found"):
+        FoldCheckpoints(tmp_path / "missing", fp, {}, read_only=True)
+    assert not (tmp_path / "missing").exists()
+
+
 def test_fingerprint_stable_and_architecture_sensitive(tmp_path, state0):
     a = fingerprint(init_params(seed=0), NET, N_MAG)
     b = fingerprint(init_params(seed=1), NET, N_MAG)
@@ -135,7 +160,9 @@ def test_nan_sharpe_never_best(tmp_path, state0):
 def test_export_safetensors(tmp_path):
     params = init_params()
     path = tmp_path / "out" / "params.safetensors"
-    export_safetensors(params, path, metadata={"fingerprint": "abc"})
+    header = {"fingerprint": "abc", "inference": {"normaliser": {"mean": [0.5, -1.25]}}}
+    export_safetensors(params, path, metadata=header)
+    assert safetensors_metadata(path) == header
     loaded = load_file(str(path))
     flat = flat_params(params)
     assert "params/market_vsn/variables/w1_kernel" in flat
