@@ -42,6 +42,29 @@ def _named(names, weights) -> dict[str, float]:
     return {n: float(x) for n, x in zip(names, mean, strict=True)}
 
 
+def _over_seeds(rand: ev.Rollout, ppy: float) -> tuple[dict[str, float], list[float]]:
+    """The random policy's metrics averaged over its seeds, and each seed's Sharpe; `rand`
+    leaves are [R, bars] (R seeds)."""
+    per_seed = [perf_of(take(rand, i), ppy) for i in range(len(rand.returns))]
+    return ({key: float(np.mean([p[key] for p in per_seed])) for key in per_seed[0]},
+            [p["sharpe"] for p in per_seed])
+
+
+def _stitched_random(rand: ev.Rollout, ppy: float) -> dict:
+    """Summary keys for the random policy over the stitched test blocks: each metric's mean over
+    the seeds (as each fold's `metrics["random"]`) and the 5 %–95 % range of the seeds'
+    Sharpes."""
+    mean, sharpes = _over_seeds(rand, ppy)
+    return {"stitched_random": mean,
+            "stitched_random_test_sharpe_band": [float(np.percentile(sharpes, 5)),
+                                                 float(np.percentile(sharpes, 95))]}
+
+
+def _concat(rollouts: list[ev.Rollout], axis: int) -> ev.Rollout:
+    """The folds' rollouts joined in fold order along the time `axis`."""
+    return jax.tree.map(lambda *xs: np.concatenate(xs, axis), *rollouts)
+
+
 def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: FoldData,
                 ckpt: FoldCheckpoints, history: list[dict], random_keys: jax.Array,
                 stitched: dict[str, list]) -> dict:
@@ -52,14 +75,18 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
     rand = base.pop("random")
     policies = {"agent": agent, **base, "random": take(rand, 0)}
     metrics = {name: perf_of(r, ppy) for name, r in policies.items() if name != "random"}
-    per_seed = [perf_of(take(rand, i), ppy) for i in range(N_RANDOM_SEEDS)]
-    metrics["random"] = {key: float(np.mean([p[key] for p in per_seed])) for key in per_seed[0]}
-    rand_sharpes = [p["sharpe"] for p in per_seed]
+    metrics["random"], rand_sharpes = _over_seeds(rand, ppy)
+    if prep.signal is not None:
+        policies["oracle"] = ev.oracle_rollout(jax.numpy.asarray(prep.signal, jax.numpy.float32),
+                                               data, data.test[0], test_len, cfg)
     for name, r in policies.items():
         stitched[name].append(r)
+    stitched["random_seeds"].append(rand)
     rel = Path(f"fold_{f.index}") / "test_returns.npz"
     np.savez(run_dir / rel, bars=np.arange(*f.test),
              agent_position=np.asarray(agent.position, np.float64),
+             agent_cost=np.asarray(agent.cost, np.float64),
+             random_seeds=np.asarray(rand.returns, np.float64),
              dates=prep.bars.dates[f.test[0]:f.test[1]].astype("datetime64[ns]").astype(np.int64),
              **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
     meta = ckpt.metadata()
@@ -83,11 +110,8 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
         "epochs": history,
         "returns_file": str(rel),
     }
-    if prep.signal is not None:
-        oracle = ev.oracle_rollout(jax.numpy.asarray(prep.signal, jax.numpy.float32), data,
-                                   data.test[0], test_len, cfg)
-        entry["oracle_test_sharpe"] = sharpe_of(oracle.returns, ppy)
-        stitched["oracle"].append(oracle)
+    if "oracle" in policies:
+        entry["oracle_test_sharpe"] = sharpe_of(policies["oracle"].returns, ppy)
     return entry
 
 
@@ -105,7 +129,8 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
     entries = [{"fold": f.index, "best_epoch": None, "test_sharpe": None,
                 "test_start": f.test[0], "test_end": f.test[1], "epochs": history[f.index],
                 "status": "stopped before its first checkpoint"} for f in folds]
-    stitched: dict[str, list] = {name: [] for name in ("agent", *ev.BASELINES, "oracle")}
+    stitched: dict[str, list] = {name: [] for name in ("agent", *ev.BASELINES, "oracle",
+                                                       "random_seeds")}
     if scored:
         test_len = folds[0].test[1] - folds[0].test[0]
         data = stack([fold_data[k] for k in scored])
@@ -118,7 +143,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                                      history[k], random_keys, stitched)
     for c in ckpts:
         c.close()
-    cat = {name: jax.tree.map(lambda *xs: np.concatenate(xs), *rs)
+    cat = {name: _concat(rs, axis=1 if name == "random_seeds" else 0)  # random_seeds: [R, bars]
            for name, rs in stitched.items() if rs}
     summary = {"folds": entries, "stitched_test_sharpe": None,
                "stitched_buy_and_hold_test_sharpe": None, "geo_mean_test_sharpe": None}
@@ -130,7 +155,9 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
             "stitched_buy_and_hold_test_sharpe": sharpe_of(cat["buy_and_hold"].returns, ppy),
             "geo_mean_test_sharpe": (head["geo_mean_test_sharpe"]
                                      if len(scored) == len(folds) else None),
-            "stitched": {name: perf_of(r, ppy) for name, r in cat.items() if name != "oracle"},
+            "stitched": {name: perf_of(r, ppy) for name, r in cat.items()
+                         if name not in ("oracle", "random_seeds")},
+            **_stitched_random(cat["random_seeds"], ppy),
             "headline": head,
             "scored_folds": scored,
         })
