@@ -13,7 +13,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FormatStrFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullLocator,
+)
 
 from rl_trader.tearsheet import band, rolling_sharpe, rolling_volatility  # noqa: E402
 
@@ -97,6 +102,20 @@ def stitch(folds: Sequence[FoldReturns]) -> FoldReturns:
                        _join([f.random_seeds for f in folds], axis=1))
 
 
+def _log_if_wide(ax: plt.Axes, label: bool = True) -> None:
+    """Growth-of-1 axis: log scale when the plotted curves span more than a factor of 10 (e.g.
+    an oracle beside a baseline), else linear."""
+    ys = np.concatenate([ln.get_ydata() for ln in ax.get_lines()] or [np.ones(1)])
+    wide = ys.min() > 0 and ys.max() / ys.min() > 10.0
+    if wide:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0), numticks=10))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))  # plain text: mathtext is slow
+    if label:
+        ax.set_ylabel("growth of 1 (net of costs" + (", log scale)" if wide else ")"))
+
+
 def stitched_equity(folds: Sequence[FoldReturns]) -> str:
     """Agent vs every baseline, compounded over the stitched test blocks, folds marked. With
     every seed of the random policy: its median path and the 5–95 % band of the seeds' paths."""
@@ -111,13 +130,12 @@ def stitched_equity(folds: Sequence[FoldReturns]) -> str:
         else:
             _line(ax, s.x, equity(r), name, i,
                   text="random (seed 0)" if name == "random" else None)
+    _log_if_wide(ax)
     for f in folds:
         if len(f.x):
             ax.axvline(f.x[0], color="#bbbbbb", ls="--", lw=0.8)
             ax.text(f.x[0], 1.0, f" fold {f.fold}", transform=ax.get_xaxis_transform(),
                     va="top", ha="left", fontsize=8, color="#666666")
-    ax.set_yscale("log")
-    ax.set_ylabel("growth of 1 (net of costs, log scale)")
     ax.set_title("Stitched out-of-sample equity")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
@@ -125,7 +143,8 @@ def stitched_equity(folds: Sequence[FoldReturns]) -> str:
 
 
 def fold_equity(folds: Sequence[FoldReturns]) -> str:
-    """Small multiples: each fold's test block on its own, agent vs baselines."""
+    """Small multiples: each fold's test block on its own, agent vs baselines (log scale on a
+    fold whose curves span more than a factor of 10)."""
     ncols = min(3, len(folds))
     nrows = math.ceil(len(folds) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 2.6 * nrows), squeeze=False)
@@ -134,15 +153,17 @@ def fold_equity(folds: Sequence[FoldReturns]) -> str:
     for ax, f in zip(axes.flat, folds, strict=False):
         for i, (name, r) in enumerate(f.series.items()):
             _line(ax, f.x, equity(r), name, i, scale=0.8)
-        ax.set_yscale("log")
-        ax.set_title(f"fold {f.fold}: growth of 1, log scale", fontsize=9)
+        _log_if_wide(ax, label=False)
+        ax.set_title(f"fold {f.fold}", fontsize=9)
         ax.tick_params(labelsize=7)
         ax.tick_params(axis="x", labelrotation=30)
         ax.grid(alpha=0.3)
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, -0.04))
-    fig.tight_layout()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8,
+               frameon=False, bbox_to_anchor=(0.5, 0.0))
+    # fixed margins in inches (cheaper than tight_layout, which draws the figure once more)
+    fig.subplots_adjust(wspace=0.25, hspace=0.55, bottom=1.1 / (2.6 * nrows),
+                        top=1.0 - 0.3 / (2.6 * nrows))
     return to_png(fig)
 
 
@@ -236,7 +257,7 @@ def rolling(s: FoldReturns, window: int, ppy: float) -> str:
     for ax in (ax_s, ax_v):
         ax.grid(alpha=0.3)
     ax_s.legend(loc="upper left", fontsize=8, frameon=False)
-    fig.tight_layout()
+    fig.subplots_adjust(hspace=0.12)
     return to_png(fig)
 
 

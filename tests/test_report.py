@@ -68,7 +68,8 @@ def make_fake_run(run_dir: Path, n_folds: int = 3, n_epochs: int = 4, seed: int 
         seeds = rng.choice([-1.0, 1.0], (N_SEEDS, block)) * bh * 0.5
         ret = {"agent": pos * bh - cost, "buy_and_hold": bh, "flat": np.zeros(block),
                "momentum_20": mom, "random": seeds[0], "vol_target": 0.8 * bh}
-        new = {"agent_cost": cost, "random_seeds": seeds, "oracle": np.abs(bh) - 2e-4}
+        oracle = np.where(rng.random(block) < 0.6, 1.0, -1.0) * np.abs(bh)  # right 60 % of bars
+        new = {"agent_cost": cost, "random_seeds": seeds, "oracle": oracle}
         rel = f"fold_{k}/test_returns.npz"
         (run_dir / f"fold_{k}").mkdir(exist_ok=True)
         np.savez(run_dir / rel, bars=bars, dates=dates, agent_position=pos, **ret,
