@@ -290,5 +290,5 @@ def gross_net(s: FoldReturns) -> str:
     ax.set_ylabel("growth of 1")
     ax.set_title("Agent equity: gross vs net of costs")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     return to_png(fig)

@@ -83,7 +83,11 @@ def load_summary(run_dir: str | Path) -> dict:
 
 
 def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
-    """Each fold's test returns (plots.FoldReturns) and notes on folds that could not be read."""
+    """Each fold's test returns (plots.FoldReturns) and notes on folds that could not be read.
+
+    Every 1-D numeric array except `NOT_STRATEGIES` is a strategy's returns; agent_position,
+    agent_cost and random_seeds are kept when present with the right length (older runs lack
+    them: None)."""
     from rl_trader.plots import FoldReturns
 
     raw, notes = [], []
@@ -119,8 +123,9 @@ def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
         if len(x) != n:
             notes.append(f"fold {fold}: dates/bars length {len(x)} ≠ returns length {n}")
             continue
-        extra = {k: arrays[k].astype(np.float64) if k in arrays and arrays[k].shape[-1:] == (n,)
-                 else None for k in ("agent_position", "agent_cost", "random_seeds")}
+        extra = {name: arrays[name].astype(np.float64)
+                 if name in arrays and arrays[name].shape[-1:] == (n,) else None
+                 for name in ("agent_position", "agent_cost", "random_seeds")}
         if extra["random_seeds"] is not None and extra["random_seeds"].ndim != 2:
             extra["random_seeds"] = None
         out.append(FoldReturns(int(fold), x, series, extra["agent_position"],

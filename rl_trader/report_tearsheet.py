@@ -78,10 +78,12 @@ def drawdown_table(s: FoldReturns) -> list[str]:
     rows = [[str(i + 1), "start" if e.peak < 0 else _when(s.x, e.peak), _when(s.x, e.trough),
              "not recovered" if e.recovery is None else _when(s.x, e.recovery),
              num(e.depth, "%"), str(e.bars)] for i, e in enumerate(eps)]
-    return [*parts, table(["#", "peak", "trough", "recovery", "depth",
-                           "duration, bars (peak → recovery or last bar)"], rows),
-            note("Peak 'start': the equity fell from its starting value, before the first "
-                 "test bar.")]
+    parts.append(table(["#", "peak", "trough", "recovery", "depth",
+                        "duration, bars (peak → recovery or last bar)"], rows))
+    if any(e.peak < 0 for e in eps):
+        parts.append(note("Peak 'start': the equity fell from its starting value, before the "
+                          "first test bar."))
+    return parts
 
 
 def distribution(s: FoldReturns) -> list[str]:
