@@ -75,11 +75,12 @@ def drawdown(r: np.ndarray) -> np.ndarray:
     return eq / np.maximum.accumulate(np.maximum(eq, 1.0)) - 1.0
 
 
-def to_png(fig: plt.Figure) -> str:
-    """Render, close and base64-encode a figure as PNG."""
+def to_png(fig: plt.Figure, tight: bool = True) -> str:
+    """Render, close and base64-encode a figure as PNG; `tight` crops it to its content (one
+    more draw: figures laid out by `_frame` do without)."""
     try:
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=96, bbox_inches="tight",
+        fig.savefig(buf, format="png", dpi=96, bbox_inches="tight" if tight else None,
                     metadata={"Software": None})
     finally:
         plt.close(fig)
@@ -91,6 +92,23 @@ def _join(parts: list[np.ndarray | None], axis: int = 0) -> np.ndarray | None:
     if any(p is None for p in parts) or len({p.shape[:axis] for p in parts}) != 1:
         return None
     return np.concatenate(parts, axis)
+
+
+def _frame(height: float, nrows: int = 1, bottom: float = 0.45,
+           **kw) -> tuple[plt.Figure, object]:
+    """A figure with fixed margins in inches, axes 7.75 in wide (aligned from one figure to the
+    next) and room on the right for the legend (`_legend`): it saves as is
+    (`to_png(fig, tight=False)`), a draw cheaper than cropping."""
+    left, right, top = 0.8, 2.7, 0.35
+    width = left + 7.75 + right
+    fig, axes = plt.subplots(nrows, 1, figsize=(width, height), **kw)
+    fig.subplots_adjust(left=left / width, right=1.0 - right / width, bottom=bottom / height,
+                        top=1.0 - top / height)
+    return fig, axes
+
+
+def _legend(ax: plt.Axes) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
 
 
 def stitch(folds: Sequence[FoldReturns]) -> FoldReturns:
@@ -120,13 +138,13 @@ def stitched_equity(folds: Sequence[FoldReturns]) -> str:
     """Agent vs every baseline, compounded over the stitched test blocks, folds marked. With
     every seed of the random policy: its median path and the 5–95 % band of the seeds' paths."""
     s = stitch(folds)
-    fig, ax = plt.subplots(figsize=(10, 4.2))
+    fig, ax = _frame(4.2)
     for i, (name, r) in enumerate(s.series.items()):
         if name == "random" and s.random_seeds is not None:
             mid, lo, hi = band(np.cumprod(1.0 + s.random_seeds, axis=1))
             ax.fill_between(s.x, lo, hi, color=_color(name, i), alpha=0.15, lw=0)
-            _line(ax, s.x, mid, name, i, text=f"random: median of {len(s.random_seeds)} seeds, "
-                                              "5–95 % band")
+            _line(ax, s.x, mid, name, i,
+                  text=f"random: median, 5–95 % of {len(s.random_seeds)} seeds")
         else:
             _line(ax, s.x, equity(r), name, i,
                   text="random (seed 0)" if name == "random" else None)
@@ -138,8 +156,8 @@ def stitched_equity(folds: Sequence[FoldReturns]) -> str:
                     va="top", ha="left", fontsize=8, color="#666666")
     ax.set_title("Stitched out-of-sample equity")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    return to_png(fig)
+    _legend(ax)
+    return to_png(fig, tight=False)
 
 
 def fold_equity(folds: Sequence[FoldReturns]) -> str:
@@ -170,7 +188,7 @@ def fold_equity(folds: Sequence[FoldReturns]) -> str:
 def drawdowns(folds: Sequence[FoldReturns]) -> str:
     """Drawdown of the stitched agent vs buy-and-hold."""
     s = stitch(folds)
-    fig, ax = plt.subplots(figsize=(10, 3))
+    fig, ax = _frame(3.0)
     for name in ("buy_and_hold", "agent"):
         if name in s.series:
             dd = 100.0 * drawdown(s.series[name])
@@ -179,8 +197,8 @@ def drawdowns(folds: Sequence[FoldReturns]) -> str:
     ax.set_ylabel("drawdown, %")
     ax.set_title("Stitched out-of-sample drawdown")
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower left", fontsize=8, frameon=False)
-    return to_png(fig)
+    _legend(ax)
+    return to_png(fig, tight=False)
 
 
 def vsn_weights(per_fold: Mapping[int, Mapping[str, float]], title: str) -> str:
@@ -229,7 +247,7 @@ def learning_curves(epochs: Mapping[int, Sequence[Mapping]], best: Mapping[int, 
 
 def positions(s: FoldReturns, window: int) -> str:
     """The agent's position over the stitched test blocks and its trailing `window`-bar mean."""
-    fig, ax = plt.subplots(figsize=(10, 2.4))
+    fig, ax = _frame(2.4)
     ax.fill_between(s.x, s.position, step="post", color=COLORS["agent"], alpha=0.35, lw=0,
                     label="position (fraction of equity)")
     if len(s.position) >= window:
@@ -240,13 +258,13 @@ def positions(s: FoldReturns, window: int) -> str:
     ax.set_ylabel("position")
     ax.set_title("Agent position (−1 short, 0 flat, +1 long)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    return to_png(fig)
+    _legend(ax)
+    return to_png(fig, tight=False)
 
 
 def rolling(s: FoldReturns, window: int, ppy: float) -> str:
     """Trailing `window`-bar annualised Sharpe and volatility: agent vs buy-and-hold."""
-    fig, (ax_s, ax_v) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True)
+    fig, (ax_s, ax_v) = _frame(4.6, nrows=2, sharex=True)
     for i, name in enumerate(n for n in ("buy_and_hold", "agent") if n in s.series):
         _line(ax_s, s.x, rolling_sharpe(s.series[name], window, ppy), name, i)
         _line(ax_v, s.x, 100.0 * rolling_volatility(s.series[name], window, ppy), name, i)
@@ -256,9 +274,9 @@ def rolling(s: FoldReturns, window: int, ppy: float) -> str:
     ax_s.set_title(f"Rolling {window}-bar Sharpe and volatility")
     for ax in (ax_s, ax_v):
         ax.grid(alpha=0.3)
-    ax_s.legend(loc="upper left", fontsize=8, frameon=False)
+    _legend(ax_s)
     fig.subplots_adjust(hspace=0.12)
-    return to_png(fig)
+    return to_png(fig, tight=False)
 
 
 def distribution(s: FoldReturns) -> str:
@@ -267,7 +285,7 @@ def distribution(s: FoldReturns) -> str:
     values = [100.0 * s.series[n] for n in names]
     lo, hi = np.percentile(np.concatenate(values), [0.5, 99.5])
     bins = np.linspace(lo, hi, 61) if hi > lo else 20
-    fig, ax = plt.subplots(figsize=(8, 3))
+    fig, ax = _frame(3.0, bottom=0.6)
     for i, (name, v) in enumerate(zip(names, values, strict=True)):
         ax.hist(np.clip(v, lo, hi), bins=bins, histtype="step", color=_color(name, i),
                 lw=_lw(name), label=label(name))
@@ -275,20 +293,20 @@ def distribution(s: FoldReturns) -> str:
     ax.set_ylabel("bars")
     ax.set_title("Distribution of per-bar returns")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False)
-    return to_png(fig)
+    _legend(ax)
+    return to_png(fig, tight=False)
 
 
 def gross_net(s: FoldReturns) -> str:
     """The agent's equity before costs (r_t + cost_t each bar) and after (net), cost drag
     shaded."""
     net, gross = equity(s.series["agent"]), equity(s.series["agent"] + s.cost)
-    fig, ax = plt.subplots(figsize=(10, 3))
+    fig, ax = _frame(3.0)
     ax.fill_between(s.x, net, gross, color="#d62728", alpha=0.2, lw=0, label="cost drag")
     ax.plot(s.x, gross, color="#1f5fbf", lw=1.0, ls="--", label="gross (before costs)")
     ax.plot(s.x, net, color=COLORS["agent"], lw=2.0, label="net (after costs)")
     ax.set_ylabel("growth of 1")
     ax.set_title("Agent equity: gross vs net of costs")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    return to_png(fig)
+    _legend(ax)
+    return to_png(fig, tight=False)
