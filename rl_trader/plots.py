@@ -165,7 +165,8 @@ def fold_equity(folds: Sequence[FoldReturns]) -> str:
     fold whose curves span more than a factor of 10)."""
     ncols = min(3, len(folds))
     nrows = math.ceil(len(folds) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 2.6 * nrows), squeeze=False)
+    width, height = 3.6 * ncols + 0.3, 2.6 * nrows + 0.5
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
     for ax in axes.flat[len(folds):]:
         ax.set_visible(False)
     for ax, f in zip(axes.flat, folds, strict=False):
@@ -179,10 +180,10 @@ def fold_equity(folds: Sequence[FoldReturns]) -> str:
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8,
                frameon=False, bbox_to_anchor=(0.5, 0.0))
-    # fixed margins in inches (cheaper than tight_layout, which draws the figure once more)
-    fig.subplots_adjust(wspace=0.25, hspace=0.55, bottom=1.1 / (2.6 * nrows),
-                        top=1.0 - 0.3 / (2.6 * nrows))
-    return to_png(fig)
+    # fixed margins in inches: no tight_layout or crop, each of which draws the figure again
+    fig.subplots_adjust(wspace=0.25, hspace=0.55, left=0.5 / width, right=1.0 - 0.15 / width,
+                        bottom=1.05 / height, top=1.0 - 0.3 / height)
+    return to_png(fig, tight=False)
 
 
 def drawdowns(folds: Sequence[FoldReturns]) -> str:
