@@ -16,7 +16,8 @@ from rl_trader.errors import InputError
 from rl_trader.htmlparts import heading, img, note, num, table
 from rl_trader.report_tables import (
     METRICS,
-    NOT_STRATEGIES,
+    NOT_RETURNS,
+    NOT_RETURNS_SUFFIXES,
     STRATEGIES,
     fid,
     fold_table,
@@ -85,7 +86,8 @@ def load_summary(run_dir: str | Path) -> dict:
 def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
     """Each fold's test returns (plots.FoldReturns) and notes on folds that could not be read.
 
-    Every 1-D numeric array except `NOT_STRATEGIES` is a strategy's returns; agent_position,
+    Every 1-D numeric array other than `NOT_RETURNS` and names ending in `NOT_RETURNS_SUFFIXES`
+    is a strategy's returns (known ones first, in `STRATEGIES` order); agent_position,
     agent_cost and random_seeds are kept when present with the right length (older runs lack
     them: None)."""
     from rl_trader.plots import FoldReturns
@@ -105,7 +107,8 @@ def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
             continue
         series = {n: arrays[n].astype(np.float64) for n in
                   [*[s for s in STRATEGIES if s in arrays],
-                   *sorted(set(arrays) - {*STRATEGIES, *NOT_STRATEGIES})]
+                   *sorted(n for n in set(arrays) - {*STRATEGIES, *NOT_RETURNS}
+                           if not n.endswith(NOT_RETURNS_SUFFIXES))]
                   if arrays[n].ndim == 1 and arrays[n].dtype.kind in "fiu"}
         lengths = {len(a) for a in series.values()}
         if "agent" not in series or len(lengths) != 1:

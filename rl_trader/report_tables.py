@@ -7,7 +7,8 @@ from html import escape
 from rl_trader.htmlparts import note, num, table
 
 STRATEGIES = ("agent", "buy_and_hold", "flat", "momentum_20", "random")
-NOT_STRATEGIES = ("bars", "dates", "agent_position", "agent_cost", "random_seeds")
+NOT_RETURNS = ("bars", "dates")  # besides names ending in NOT_RETURNS_SUFFIXES
+NOT_RETURNS_SUFFIXES = ("_position", "_cost", "_seeds")  # e.g. agent_position, random_seeds
 METRICS = (("sharpe", "Sharpe", "+.2f"), ("sortino", "Sortino", "+.2f"),
            ("max_drawdown", "max DD", "%"), ("calmar", "Calmar", "+.2f"), ("cagr", "CAGR", "%"),
            ("volatility", "volatility /yr", "%"), ("turnover", "turnover, × equity/yr", ".2f"),

@@ -69,7 +69,8 @@ def make_fake_run(run_dir: Path, n_folds: int = 3, n_epochs: int = 4, seed: int 
         ret = {"agent": pos * bh - cost, "buy_and_hold": bh, "flat": np.zeros(block),
                "momentum_20": mom, "random": seeds[0], "vol_target": 0.8 * bh}
         oracle = np.where(rng.random(block) < 0.6, 1.0, -1.0) * np.abs(bh)  # right 60 % of bars
-        new = {"agent_cost": cost, "random_seeds": seeds, "oracle": oracle}
+        new = {"agent_cost": cost, "random_seeds": seeds, "oracle": oracle,
+               "vol_target_position": np.full(block, 0.8)}  # not a strategy's returns
         rel = f"fold_{k}/test_returns.npz"
         (run_dir / f"fold_{k}").mkdir(exist_ok=True)
         np.savez(run_dir / rel, bars=bars, dates=dates, agent_position=pos, **ret,
@@ -138,7 +139,7 @@ def test_report_embeds_every_plot_and_the_headline(report):
         assert key in html, key
     for anchor in SECTION_IDS:
         assert f'<h2 id="{anchor}">' in html, anchor
-    assert "seed 0" not in html and "no agent_cost" not in html
+    assert "seed 0" not in html and "no agent_cost" not in html and "target position" not in html
     # self-contained: nothing fetched from anywhere
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html, re.I)
     assert "@import" not in html and "url(" not in html
