@@ -22,6 +22,7 @@ def fid(f: dict, k: int) -> int:
 
 
 def headline(s: dict) -> str:
+    """The headline box: stitched Sharpe, PSR/DSR/PBO, geometric mean, random policy, oracle."""
     h = s.get("headline") if isinstance(s.get("headline"), dict) else {}
     sharpe = h.get("stitched_test_sharpe", s.get("stitched_test_sharpe"))
     geo = h.get("geo_mean_test_sharpe", s.get("geo_mean_test_sharpe"))
@@ -55,6 +56,8 @@ def headline(s: dict) -> str:
 
 
 def _random_line(s: dict) -> str:
+    """The random policy's stitched Sharpe: mean over seeds with its band, or (older runs)
+    seed 0's, said so."""
     mean = (s.get("stitched_random") or {}).get("sharpe")
     lo_hi = s.get("stitched_random_test_sharpe_band")
     if mean is not None and isinstance(lo_hi, list) and len(lo_hi) == 2:
@@ -66,6 +69,8 @@ def _random_line(s: dict) -> str:
 
 
 def metrics_rows(s: dict) -> list[list[str]]:
+    """Rows of the stitched metrics table; the random policy's row is its mean over seeds when
+    the summary has it, else seed 0 (labelled)."""
     mean = s.get("stitched_random")
     rows = {(name if name != "random" else "random (mean over seeds)" if isinstance(mean, dict)
              else "random (seed 0)"): mean if name == "random" and isinstance(mean, dict) else m
@@ -81,6 +86,8 @@ def _block(f: dict, dates: dict[int, str], k: int) -> str:
 
 
 def fold_table(folds: list[dict], dates: dict[int, str]) -> str:
+    """The agent per fold beside buy-and-hold; `dates`: fold → its test block's 'first to last'
+    dates (folds without dates show bar indices only)."""
     head = ["fold", "test block", "best epoch", "val Sharpe", "test Sharpe", "Sortino", "max DD",
             "turnover, × equity/yr", "buy&hold Sharpe", "buy&hold max DD"]
     rows = []

@@ -24,6 +24,7 @@ def _when(x: np.ndarray, i: int) -> str:
 
 
 def positions(s: FoldReturns) -> list[str]:
+    """The agent's position over time and its long / short / flat shares of bars."""
     parts = [heading("Positions and exposure", "positions")]
     p = s.position
     if p is None:
@@ -35,6 +36,7 @@ def positions(s: FoldReturns) -> list[str]:
 
 
 def rolling(s: FoldReturns, ppy: float) -> list[str]:
+    """Trailing-window Sharpe and volatility, agent vs buy-and-hold."""
     parts = [heading(f"Rolling {WINDOW}-bar Sharpe and volatility", "rolling")]
     if len(s.series["agent"]) < 2 * WINDOW:
         return [*parts, note(f"Fewer than {2 * WINDOW} stitched test bars: rolling statistics "
@@ -45,6 +47,7 @@ def rolling(s: FoldReturns, ppy: float) -> list[str]:
 
 
 def calendar(s: FoldReturns) -> list[str]:
+    """Year × month returns of the agent (coloured) and yearly returns beside buy-and-hold."""
     parts = [heading("Monthly and yearly returns", "calendar")]
     if s.x.dtype.kind != "M":
         return [*parts, note("No dates in the returns files: calendar returns skipped.")]
@@ -71,6 +74,7 @@ def calendar(s: FoldReturns) -> list[str]:
 
 
 def drawdown_table(s: FoldReturns) -> list[str]:
+    """The agent's 5 deepest drawdowns: peak, trough and recovery dates, depth, duration."""
     parts = [heading("Worst 5 drawdowns of the agent", "drawdown-table")]
     eps = drawdown_episodes(s.series["agent"], 5)
     if not eps:
@@ -87,13 +91,17 @@ def drawdown_table(s: FoldReturns) -> list[str]:
 
 
 def distribution(s: FoldReturns) -> list[str]:
+    """Histogram of per-bar returns; moments, extremes, beta and correlation per strategy."""
     parts = [heading("Return distribution, beta and correlation", "distribution")]
     if len(s.series["agent"]) < 2:
         return [*parts, note("Fewer than 2 stitched test bars.")]
     bench = s.series.get("buy_and_hold")
     rows = []
     for name, r in s.series.items():
-        _, skew, kurt, _ = moments(r)
+        try:
+            _, skew, kurt, _ = moments(r)
+        except ValueError:  # a non-finite return in the file
+            skew = kurt = float("nan")
         beta, rho = (beta_correlation(r, bench) if bench is not None
                      else (float("nan"), float("nan")))
         rows.append([label(name), num(100.0 * float(np.mean(r)), "+.3f"),
@@ -110,8 +118,10 @@ def distribution(s: FoldReturns) -> list[str]:
 
 
 def costs(s: FoldReturns, stitched: dict, ppy: float) -> list[str]:
+    """Turnover (from the summary), gross vs net equity, costs paid and their drag on CAGR."""
     parts = [heading("Costs: gross vs net, turnover", "costs")]
-    turn = stitched.get("agent", {}).get("turnover") if isinstance(stitched, dict) else None
+    agent = stitched.get("agent") if isinstance(stitched, dict) else None
+    turn = agent.get("turnover") if isinstance(agent, dict) else None
     parts.append(f"<p>Turnover of the agent: <b>{num(turn, '.2f')} × equity per year</b> (mean "
                  f"over bars of |traded notional| / equity, × {ppy:g} bars a year; 2 = one "
                  "round trip into and out of a full position a year).</p>")
