@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         backtest_out_dir(args.out, args.run_dir)  # before the work, not after it
         policy = load_policy(args.run_dir, args.fold)
         bars = load(args.bars)
-        summary, policies = backtest(policy, bars)
-        out = write_backtest(args.out, args.run_dir, summary, policies,
+        summary, policies, rand = backtest(policy, bars)
+        out = write_backtest(args.out, args.run_dir, summary, policies, rand,
                              bars.dates[policy.start:])
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)

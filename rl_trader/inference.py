@@ -252,15 +252,18 @@ def _headline(returns: np.ndarray, ppy: float) -> dict:
             "dsr": None, "n_trials": None, "expected_max_sharpe": None, "pbo": None}
 
 
-def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, ev.Rollout]]:
+def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, ev.Rollout], ev.Rollout]:
     """Score the policy on `bars` from `start` to the last bar, starting flat, beside the
-    baselines with the same costs: (the summary, every policy's rollout)."""
+    baselines with the same costs: (the summary, every policy's rollout, the random policy's
+    rollouts [R, bars]). The baselines fit to a fold's training data (ridge, vol target) are
+    left out: the new file has no train or validation block to fit them on."""
     data = market_data(policy, bars, min_returns=2)
     cfg, ppy, info = policy.cfg, float(policy.info["periods_per_year"]), policy.info
     start, end = policy.start, len(bars)
     agent = jax.tree.map(np.asarray, _agent_rollout(policy.params, data, start, end - start,
                                                     cfg))
-    policies, metrics, rand_sharpes = compare(agent, data, start, end - start, cfg, ppy, None)
+    policies, metrics, rand = compare(agent, data, start, end - start, cfg, ppy, None)
+    rand_sharpes = [float(sharpe(r, ppy)) for r in np.asarray(rand.returns, np.float64)]
     returns = np.asarray(agent.returns, np.float64)
     dates = bars.dates[start:end]
     seen = np.datetime64(info["dates"]["val"][1])
@@ -276,7 +279,8 @@ def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, ev.Rollout]]:
         "portfolio_vsn_weights": dict(zip(env.PORTFOLIO_NAMES,
                                           map(float, agent.portfolio_weights.mean(0)),
                                           strict=True)),
-        "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in ev.BASELINES},
+        "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in ev.BASELINES
+                                  if name in metrics},
         "random_test_sharpe_mean": float(np.mean(rand_sharpes)),
         "random_test_sharpe_std": float(np.std(rand_sharpes, ddof=1)),
         "metrics": metrics,
@@ -295,7 +299,7 @@ def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, ev.Rollout]]:
         "config": policy.meta["config"], "fingerprint": policy.meta["fingerprint"],
         "periods_per_year": ppy, "feature_names": info["feature_names"],
     }
-    return summary, policies
+    return summary, policies, rand
 
 
 def backtest_out_dir(out_dir: str | Path, run_dir: str | Path) -> Path:
@@ -311,7 +315,7 @@ def backtest_out_dir(out_dir: str | Path, run_dir: str | Path) -> Path:
 
 
 def write_backtest(out_dir: str | Path, run_dir: str | Path, summary: dict,
-                   policies: dict[str, ev.Rollout], dates: np.ndarray) -> Path:
+                   policies: dict[str, ev.Rollout], rand: ev.Rollout, dates: np.ndarray) -> Path:
     """Write `out_dir/summary.json`, `out_dir/fold_<k>/test_returns.npz` (a run's format) and
     `out_dir/report.html`; `out_dir` as `backtest_out_dir` accepts it."""
     from rl_trader.report import write_report
@@ -320,7 +324,7 @@ def write_backtest(out_dir: str | Path, run_dir: str | Path, summary: dict,
     entry = summary["folds"][0]
     path = out / entry["returns_file"]
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_returns(path, np.arange(entry["test_start"], entry["test_end"]), dates, policies)
+    save_returns(path, np.arange(entry["test_start"], entry["test_end"]), dates, policies, rand)
     write_json(out / "summary.json", summary)
     write_report(out)
     return out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import zipfile
 from html import escape
@@ -14,13 +13,18 @@ from rich.console import Console
 from rich.table import Table
 
 from rl_trader.errors import InputError
-
-STRATEGIES = ("agent", "buy_and_hold", "flat", "momentum_20", "ridge", "vol_target", "random")
-METRICS = (("sharpe", "Sharpe", "+.2f"), ("sortino", "Sortino", "+.2f"),
-           ("max_drawdown", "max DD", "%"), ("calmar", "Calmar", "+.2f"), ("cagr", "CAGR", "%"),
-           ("volatility", "volatility", "%"), ("turnover", "turnover", ".3f"),
-           ("hit_rate", "hit rate", "%"), ("exposure", "exposure", "%"),
-           ("n_trades", "trades", "d"))
+from rl_trader.htmlparts import heading, img, note, num, table
+from rl_trader.report_tables import (
+    METRICS,
+    NOT_RETURNS,
+    NOT_RETURNS_SUFFIXES,
+    STRATEGIES,
+    fid,
+    fold_table,
+    headline,
+    metrics_rows,
+    strategy_sharpes,
+)
 
 
 def _fmt(x: float | None) -> str:
@@ -57,15 +61,6 @@ def print_table(summary: dict, console: Console | None = None) -> None:
 
 # ---------------------------------------------------------------- HTML report
 
-def num(x: object, spec: str = "+.3f") -> str:
-    """Format a number for the report: None, NaN, inf and non-numbers → 'n/a'; '%' → percent."""
-    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
-        return "n/a"
-    if spec == "%":
-        return f"{100.0 * x:.1f}%"
-    return f"{int(x)}" if spec == "d" else format(x, spec)
-
-
 def load_summary(run_dir: str | Path) -> dict:
     """Read and minimally validate `run_dir/summary.json`; InputError if it is not a run."""
     run_dir = Path(run_dir)
@@ -89,12 +84,17 @@ def load_summary(run_dir: str | Path) -> dict:
 
 
 def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
-    """Each fold's test returns (plots.FoldReturns) and notes on folds that could not be read."""
+    """Each fold's test returns (plots.FoldReturns) and notes on folds that could not be read.
+
+    Every 1-D numeric array other than `NOT_RETURNS` and names ending in `NOT_RETURNS_SUFFIXES`
+    is a strategy's returns (known ones first, in `STRATEGIES` order); agent_position,
+    agent_cost and random_seeds are kept when present with the right length (older runs lack
+    them: None)."""
     from rl_trader.plots import FoldReturns
 
     raw, notes = [], []
     for k, f in enumerate(folds):
-        fold = _fid(f, k)
+        fold = fid(f, k)
         rel = f.get("returns_file") or f"fold_{fold}/test_returns.npz"
         try:
             with np.load(run_dir / rel, allow_pickle=False) as z:
@@ -107,7 +107,8 @@ def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
             continue
         series = {n: arrays[n].astype(np.float64) for n in
                   [*[s for s in STRATEGIES if s in arrays],
-                   *sorted(set(arrays) - {*STRATEGIES, "bars", "dates", "agent_position"})]
+                   *sorted(n for n in set(arrays) - {*STRATEGIES, *NOT_RETURNS}
+                           if not n.endswith(NOT_RETURNS_SUFFIXES))]
                   if arrays[n].ndim == 1 and arrays[n].dtype.kind in "fiu"}
         lengths = {len(a) for a in series.values()}
         if "agent" not in series or len(lengths) != 1:
@@ -125,117 +126,72 @@ def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
         if len(x) != n:
             notes.append(f"fold {fold}: dates/bars length {len(x)} ≠ returns length {n}")
             continue
-        out.append(FoldReturns(int(fold), x, series))
+        extra = {name: arrays[name].astype(np.float64)
+                 if name in arrays and arrays[name].shape[-1:] == (n,) else None
+                 for name in ("agent_position", "agent_cost", "random_seeds")}
+        if extra["random_seeds"] is not None and extra["random_seeds"].ndim != 2:
+            extra["random_seeds"] = None
+        out.append(FoldReturns(int(fold), x, series, extra["agent_position"],
+                               extra["agent_cost"], extra["random_seeds"]))
     return out, notes
-
-
-def _fid(f: dict, k: int) -> int:
-    """A fold's index: its 'fold' key when it is an integer, else its position."""
-    return f["fold"] if isinstance(f.get("fold"), int) else k
-
-
-def _img(b64: str, alt: str) -> str:
-    return f'<img src="data:image/png;base64,{b64}" alt="{escape(alt)}">'
-
-
-def _note(text: str) -> str:
-    return f'<p class="note">{escape(text)}</p>'
-
-
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    th = "".join(f"<th>{escape(h)}</th>" for h in head)
-    trs = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
-
-
-def _headline(s: dict) -> str:
-    h = s.get("headline") if isinstance(s.get("headline"), dict) else {}
-    sharpe = h.get("stitched_test_sharpe", s.get("stitched_test_sharpe"))
-    geo = h.get("geo_mean_test_sharpe", s.get("geo_mean_test_sharpe"))
-    items = [f'<div class="big">stitched test Sharpe <b>{num(sharpe)}</b> '
-             f'<span class="vs">buy &amp; hold {num(s.get("stitched_buy_and_hold_test_sharpe"))}'
-             "</span></div>"]
-    if h:
-        n = h.get("n_trials")
-        items += [
-            f"<li>PSR (probability the true Sharpe &gt; 0): <b>{num(h.get('psr'), '.3f')}</b></li>",
-            f"<li>DSR over all {escape(num(n, 'd'))} trials (deflated for selection): "
-            f"<b>{num(h.get('dsr'), '.3f')}</b></li>",
-            f"<li>{escape(num(n, 'd'))} zero-skill trials would show a best Sharpe of about "
-            f"<b>{num(h.get('expected_max_sharpe'), '.2f')}</b> by luck (annualised).</li>",
-            f"<li>PBO (probability of backtest overfitting): <b>{num(h.get('pbo'), '.3f')}</b>"
-            "</li>"]
-    else:
-        items.append("<li class='note'>No PSR / DSR / PBO in this run's summary "
-                     "(older run).</li>")
-    items.append("<li>geometric mean of fold test Sharpes: " + (
-        f"<b>{num(geo)}</b>" if num(geo) != "n/a" else
-        "<b>undefined: not every fold is &gt; 0</b>") + "</li>")
-    return f'<div class="headline">{items[0]}<ul>{"".join(items[1:])}</ul></div>'
-
-
-def _metrics_rows(by_strategy: dict) -> list[list[str]]:
-    return [[name.replace("_", " "), *(num(m.get(k), spec) for k, _, spec in METRICS)]
-            for name, m in by_strategy.items() if isinstance(m, dict)]
-
-
-def _fold_table(folds: list[dict]) -> str:
-    head = ["fold", "test bars", "best epoch", "val Sharpe", "test Sharpe", "Sortino", "max DD",
-            "turnover", "buy&hold Sharpe", "buy&hold max DD"]
-    rows = []
-    for k, f in enumerate(folds):
-        m = f.get("metrics") if isinstance(f.get("metrics"), dict) else {}
-        a, b = m.get("agent") or {}, m.get("buy_and_hold") or {}
-        rows.append([str(f.get("fold", k)),
-                     f"[{f.get('test_start', '?')}, {f.get('test_end', '?')})",
-                     num(f.get("best_epoch"), "d"), num(f.get("val_sharpe")),
-                     num(a.get("sharpe", f.get("test_sharpe"))), num(a.get("sortino")),
-                     num(a.get("max_drawdown"), "%"), num(a.get("turnover"), ".3f"),
-                     num(b.get("sharpe", f.get("buy_and_hold_test_sharpe"))),
-                     num(b.get("max_drawdown"), "%")])
-    return _table(head, rows)
 
 
 def _vsn(folds: list[dict], key: str, title: str) -> str:
     from rl_trader import plots
 
-    per = {_fid(f, k): {n: float(v) for n, v in f[key].items()
+    per = {fid(f, k): {n: float(v) for n, v in f[key].items()
                                    if isinstance(v, int | float)}
            for k, f in enumerate(folds) if isinstance(f.get(key), dict) and f[key]}
     if not per:
-        return _note(f"No {key} in this run's summary.")
-    return _img(plots.vsn_weights(per, title), title)
+        return note(f"No {key} in this run's summary.")
+    return img(plots.vsn_weights(per, title), title)
+
+
+def _ppy(s: dict) -> tuple[float, list[str]]:
+    ppy = s.get("periods_per_year")
+    if isinstance(ppy, int | float) and not isinstance(ppy, bool) and ppy > 0:
+        return float(ppy), []
+    return 252.0, [note("No periods_per_year in this run's summary: 252 assumed.")]
 
 
 def _body(run_dir: Path, s: dict) -> str:
-    from rl_trader import plots
+    from rl_trader import plots, report_tearsheet
 
     folds = s["folds"]
-    parts = ["<h2>Headline</h2>", _headline(s)]
+    parts = [heading("Headline", "headline"), headline(s)]
     returns, notes = load_returns(run_dir, folds)
-    parts.append("<h2>Stitched out-of-sample equity</h2>")
-    parts += [_note(n) for n in notes]
+    parts.append(heading("Stitched out-of-sample equity", "equity"))
+    parts += [note(n) for n in notes]
+    dates = {f.fold: f"{np.datetime_as_string(f.x[0], 'D')} to "
+                     f"{np.datetime_as_string(f.x[-1], 'D')}"
+             for f in returns if f.x.dtype.kind == "M" and len(f.x)}
     if returns:
-        parts += [_img(plots.stitched_equity(returns), "stitched equity"),
-                  "<h2>Per-fold equity</h2>", _img(plots.fold_equity(returns), "per-fold equity"),
-                  "<h2>Drawdown</h2>", _img(plots.drawdowns(returns), "drawdown")]
+        ppy, ppy_note = _ppy(s)
+        parts += [img(plots.stitched_equity(returns), "stitched equity"),
+                  heading("Per-fold equity", "fold-equity"),
+                  img(plots.fold_equity(returns), "per-fold equity"),
+                  heading("Drawdown", "drawdown"), img(plots.drawdowns(returns), "drawdown"),
+                  *ppy_note, *report_tearsheet.sections(plots.stitch(returns), s, ppy)]
     else:
-        parts.append(_note("No per-fold returns files: equity and drawdown charts skipped."))
-    parts += ["<h2>Per-fold results (test block, costs on)</h2>", _fold_table(folds)]
+        parts.append(note("No per-fold returns files: equity, drawdown and tear-sheet charts "
+                          "skipped."))
+    parts += [heading("Per-fold results (test block, costs on)", "folds"),
+              fold_table(folds, dates), "<h3>Per-fold test Sharpe, every strategy</h3>",
+              strategy_sharpes(folds)]
     if isinstance(s.get("stitched"), dict):
         parts += ["<h3>Stitched metrics, all strategies</h3>",
-                  _table(["strategy", *(t for _, t, _ in METRICS)], _metrics_rows(s["stitched"]))]
-    parts += ["<h2>Variable selection (VSN) importance</h2>",
+                  table(["strategy", *(t for _, t, _ in METRICS)], metrics_rows(s))]
+    parts += [heading("Variable selection (VSN) importance", "vsn"),
               _vsn(folds, "market_vsn_weights", "market features: mean selection weight"),
               _vsn(folds, "portfolio_vsn_weights", "portfolio state: mean selection weight")]
-    epochs = {_fid(f, k): [r for r in f["epochs"] if isinstance(r, dict)]
+    epochs = {fid(f, k): [r for r in f["epochs"] if isinstance(r, dict)]
               for k, f in enumerate(folds) if isinstance(f.get("epochs"), list) and f["epochs"]}
-    parts.append("<h2>Learning curves</h2>")
+    parts.append(heading("Learning curves", "learning"))
     if epochs:
-        best = {_fid(f, k): f.get("best_epoch") for k, f in enumerate(folds)}
-        parts.append(_img(plots.learning_curves(epochs, best), "learning curves"))
+        best = {fid(f, k): f.get("best_epoch") for k, f in enumerate(folds)}
+        parts.append(img(plots.learning_curves(epochs, best), "learning curves"))
     else:
-        parts.append(_note("No per-epoch history in this run's summary."))
+        parts.append(note("No per-epoch history in this run's summary."))
     return "\n".join(parts)
 
 

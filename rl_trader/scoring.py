@@ -38,29 +38,56 @@ def _named(names, weights) -> dict[str, float]:
 
 def compare(agent: ev.Rollout, data: FoldData, start: int, length: int, cfg: RunConfig,
             ppy: float, val_length: int | None
-            ) -> tuple[dict[str, ev.Rollout], dict[str, dict], list[float]]:
+            ) -> tuple[dict[str, ev.Rollout], dict[str, dict], ev.Rollout]:
     """The agent's rollout beside the baselines over bars [start, start + length) of `data`,
     same fills and costs: (rollouts by name, the random policy's first seed standing for it),
-    metrics by name (the random policy's: the mean over `N_RANDOM_SEEDS` seeds), and the random
-    policy's Sharpe per seed. `val_length`: the fold's validation bars, on which ridge chooses
-    its penalty; None (a backtest on new bars, which has no train or validation block) leaves
-    out the baselines fit to the training data (`evaluate.FITTED_BASELINES`)."""
+    metrics by name (the random policy's: the mean over `N_RANDOM_SEEDS` seeds), and the
+    random policy's rollouts (leaves [R, bars]). `val_length`: the fold's validation bars, on
+    which ridge chooses its penalty; None (a backtest on new bars, which has no train or
+    validation block) leaves out the baselines fit to the training data
+    (`evaluate.FITTED_BASELINES`)."""
     random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
     base = jax.tree.map(np.asarray, ev.baseline_rollouts(data, start, length, cfg, random_keys,
                                                          val_length))
     rand = base.pop("random")
     policies = {"agent": agent, **base, "random": take(rand, 0)}
     metrics = {name: perf_of(r, ppy) for name, r in policies.items() if name != "random"}
-    per_seed = [perf_of(take(rand, i), ppy) for i in range(N_RANDOM_SEEDS)]
-    metrics["random"] = {key: float(np.mean([p[key] for p in per_seed])) for key in per_seed[0]}
-    return policies, metrics, [p["sharpe"] for p in per_seed]
+    metrics["random"], _ = _over_seeds(rand, ppy)
+    return policies, metrics, rand
+
+
+def _over_seeds(rand: ev.Rollout, ppy: float) -> tuple[dict[str, float], list[float]]:
+    """The random policy's metrics averaged over its seeds, and each seed's Sharpe; `rand`
+    leaves are [R, bars] (R seeds)."""
+    per_seed = [perf_of(take(rand, i), ppy) for i in range(len(rand.returns))]
+    return ({key: float(np.mean([p[key] for p in per_seed])) for key in per_seed[0]},
+            [p["sharpe"] for p in per_seed])
+
+
+def _stitched_random(rand: ev.Rollout, ppy: float) -> dict:
+    """Summary keys for the random policy over the stitched test blocks: each metric's mean over
+    the seeds (as each fold's `metrics["random"]`) and the 5 %–95 % range of the seeds'
+    Sharpes."""
+    mean, sharpes = _over_seeds(rand, ppy)
+    return {"stitched_random": mean,
+            "stitched_random_test_sharpe_band": [float(np.percentile(sharpes, 5)),
+                                                 float(np.percentile(sharpes, 95))]}
+
+
+def _concat(rollouts: list[ev.Rollout], axis: int) -> ev.Rollout:
+    """The folds' rollouts joined in fold order along the time `axis`."""
+    return jax.tree.map(lambda *xs: np.concatenate(xs, axis), *rollouts)
 
 
 def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
-                 policies: dict[str, ev.Rollout]) -> None:
+                 policies: dict[str, ev.Rollout], rand: ev.Rollout) -> None:
     """A `test_returns.npz`: bar indices, dates (int64 ns), the agent's target positions and
+    costs (fraction of equity), every random seed's returns [R, bars] (`random_seeds`) and
     each policy's per-bar returns (float64)."""
-    np.savez(path, bars=bars, agent_position=np.asarray(policies["agent"].position, np.float64),
+    agent = policies["agent"]
+    np.savez(path, bars=bars, agent_position=np.asarray(agent.position, np.float64),
+             agent_cost=np.asarray(agent.cost, np.float64),
+             random_seeds=np.asarray(rand.returns, np.float64),
              dates=np.asarray(dates).astype("datetime64[ns]").astype(np.int64),
              **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
 
@@ -70,13 +97,19 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
                 stitched: dict[str, list]) -> dict:
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
-    policies, metrics, rand_sharpes = compare(agent, data, f.test[0], test_len, cfg, ppy,
-                                              prep.val_len)
+    policies, metrics, rand = compare(agent, data, f.test[0], test_len, cfg, ppy,
+                                      prep.val_len)
+    _, rand_sharpes = _over_seeds(rand, ppy)
+    if prep.oracle_position is not None:
+        policies["oracle"] = ev.oracle_rollout(
+            jax.numpy.asarray(prep.oracle_position, jax.numpy.float32), data, data.test[0],
+            test_len, cfg)
     for name, r in policies.items():
         stitched[name].append(r)
+    stitched["random_seeds"].append(rand)
     rel = Path(f"fold_{f.index}") / "test_returns.npz"
     save_returns(run_dir / rel, np.arange(*f.test), prep.bars.dates[f.test[0]:f.test[1]],
-                 policies)
+                 policies, rand)
     meta = ckpt.metadata()
     entry = {
         "fold": f.index,
@@ -91,19 +124,15 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
         "test_end": f.test[1],
         "market_vsn_weights": _named(prep.features.names, agent.market_weights),
         "portfolio_vsn_weights": _named(PORTFOLIO_NAMES, agent.portfolio_weights),
-        "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in ev.BASELINES
-                                  if name in metrics},
+        "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in ev.BASELINES},
         "random_test_sharpe_mean": float(np.mean(rand_sharpes)),
         "random_test_sharpe_std": float(np.std(rand_sharpes, ddof=1)),
         "metrics": metrics,
         "epochs": history,
         "returns_file": str(rel),
     }
-    if prep.oracle_position is not None:
-        oracle = ev.oracle_rollout(jax.numpy.asarray(prep.oracle_position, jax.numpy.float32),
-                                   data, data.test[0], test_len, cfg)
-        entry["oracle_test_sharpe"] = sharpe_of(oracle.returns, ppy)
-        stitched["oracle"].append(oracle)
+    if "oracle" in policies:
+        entry["oracle_test_sharpe"] = sharpe_of(policies["oracle"].returns, ppy)
     return entry
 
 
@@ -122,7 +151,8 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
     entries = [{"fold": f.index, "best_epoch": None, "test_sharpe": None,
                 "test_start": f.test[0], "test_end": f.test[1], "epochs": history[f.index],
                 "status": "stopped before its first checkpoint"} for f in folds]
-    stitched: dict[str, list] = {name: [] for name in ("agent", *ev.BASELINES, "oracle")}
+    stitched: dict[str, list] = {name: [] for name in ("agent", *ev.BASELINES, "oracle",
+                                                       "random_seeds")}
     if scored:
         test_len = prep.test_len
         data = stack([fold_data[k] for k in scored])
@@ -134,7 +164,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                                      history[k], stitched)
     for c in ckpts:
         c.close()
-    cat = {name: jax.tree.map(lambda *xs: np.concatenate(xs), *rs)
+    cat = {name: _concat(rs, axis=1 if name == "random_seeds" else 0)  # random_seeds: [R, bars]
            for name, rs in stitched.items() if rs}
     summary = {"folds": entries, "stitched_test_sharpe": None,
                "stitched_buy_and_hold_test_sharpe": None, "geo_mean_test_sharpe": None}
@@ -146,7 +176,9 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
             "stitched_buy_and_hold_test_sharpe": sharpe_of(cat["buy_and_hold"].returns, ppy),
             "geo_mean_test_sharpe": (head["geo_mean_test_sharpe"]
                                      if len(scored) == len(folds) else None),
-            "stitched": {name: perf_of(r, ppy) for name, r in cat.items() if name != "oracle"},
+            "stitched": {name: perf_of(r, ppy) for name, r in cat.items()
+                         if name not in ("oracle", "random_seeds")},
+            **_stitched_random(cat["random_seeds"], ppy),
             "headline": head,
             "scored_folds": scored,
         })

@@ -7,7 +7,11 @@ one (wrong target, no gradient, a sign error) stays near zero.
 
 import json
 
+import numpy as np
+import pytest
+
 from experiments.multi_fold import main
+from rl_trader.metrics import sharpe
 
 ARGS = ["--preset", "smoke", "--data", "synthetic:ar1_strong:3000:1", "--folds", "2",
         "--epochs", "1", "--envs", "16", "--steps-per-epoch", "400", "--batch", "64",
@@ -23,3 +27,7 @@ def test_agent_learns_a_planted_signal(tmp_path):
         assert fold["test_sharpe"] > 2.0, fold
         assert fold["test_sharpe"] > random_mean + 3 * random_std, fold
         assert fold["test_sharpe"] > 0.4 * fold["oracle_test_sharpe"], fold
+        with np.load(tmp_path / "run" / fold["returns_file"]) as z:  # the oracle's returns
+            assert sharpe(z["oracle"], summary["periods_per_year"]) == pytest.approx(
+                fold["oracle_test_sharpe"])
+    assert "stitched_oracle_test_sharpe" in summary

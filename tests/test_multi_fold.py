@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from experiments.multi_fold import main
@@ -40,6 +41,13 @@ def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run, capsys):
     assert summary["config"]["folds"]["n_folds"] == 3
     assert len(summary["data_sha256"]) == 64
     assert list((run_dir / "tensorboard").iterdir())
+    with np.load(run_dir / summary["folds"][0]["returns_file"]) as z:
+        n = z["agent"].shape[0]
+        assert z["agent_cost"].shape == (n,) and (z["agent_cost"] >= 0).all()
+        assert z["random_seeds"].shape == (16, n)
+        np.testing.assert_array_equal(z["random_seeds"][0], z["random"])  # random: seed 0
+    lo, hi = summary["stitched_random_test_sharpe_band"]
+    assert lo <= hi and set(summary["stitched_random"]) == set(summary["stitched"]["random"])
 
 
 def test_existing_run_dir_is_not_overwritten(smoke_run, capsys):

@@ -24,7 +24,12 @@ MARKET = [f"ret_{i}" for i in range(1, 22)]
 PORTFOLIO = ["position", "unrealised_pnl", "time_in_position", "cash", "drawdown"]
 INSTALL_HINT = "apt-get update && apt-get install -y chromium (Debian), or `make test` in CI"
 IMG_TAG = '<img src="data:image/png;base64,'
-N_IMAGES = 6  # stitched equity, per-fold equity, drawdown, 2 × VSN, learning curves
+SECTION_IDS = ("headline", "equity", "fold-equity", "drawdown", "positions", "rolling", "calendar",
+               "drawdown-table", "distribution", "costs", "folds", "vsn", "learning")
+N_SEEDS = 16
+# stitched equity, per-fold equity, drawdown, position, rolling, distribution, gross vs net,
+# 2 × VSN, learning curves
+N_IMAGES = 10
 
 
 def _metrics(rng: np.random.Generator) -> dict:
@@ -40,8 +45,12 @@ def _weights(rng: np.random.Generator, names: list[str]) -> dict[str, float]:
     return {n: float(x) for n, x in zip(names, w, strict=True)}
 
 
-def make_fake_run(run_dir: Path, n_folds: int = 3, n_epochs: int = 4, seed: int = 0) -> Path:
-    """A run directory shaped like the trainer's output, filled with random-but-valid data."""
+def make_fake_run(run_dir: Path, n_folds: int = 3, n_epochs: int = 4, seed: int = 0,
+                  legacy: bool = False) -> Path:
+    """A run directory shaped like the trainer's output, filled with random-but-valid data, on a
+    synthetic market (with an oracle) and an extra baseline `vol_target`. `legacy`: as written
+    before the returns files had agent_cost, random_seeds and oracle (and the summary the
+    stitched random mean and band)."""
     rng = np.random.default_rng(seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     n_bars, block, first = 5031, 780, 5031 - 780 * n_folds
@@ -55,19 +64,24 @@ def make_fake_run(run_dir: Path, n_folds: int = 3, n_epochs: int = 4, seed: int 
         pos = rng.choice([-1.0, 0.0, 1.0], block, p=[0.2, 0.2, 0.6])
         trend = np.convolve(bh, np.ones(20), "full")[:block - 1]  # known at the previous close
         mom = np.sign(np.concatenate([[0.0], trend])) * bh
-        ret = {"agent": pos * bh - 1e-4 * np.abs(np.diff(pos, prepend=0.0)),
-               "buy_and_hold": bh, "flat": np.zeros(block), "momentum_20": mom,
-               "random": rng.choice([-1.0, 1.0], block) * bh * 0.5}
+        cost = 1e-4 * np.abs(np.diff(pos, prepend=0.0))
+        seeds = rng.choice([-1.0, 1.0], (N_SEEDS, block)) * bh * 0.5
+        ret = {"agent": pos * bh - cost, "buy_and_hold": bh, "flat": np.zeros(block),
+               "momentum_20": mom, "random": seeds[0], "vol_target": 0.8 * bh}
+        oracle = np.where(rng.random(block) < 0.6, 1.0, -1.0) * np.abs(bh)  # right 60 % of bars
+        new = {"agent_cost": cost, "random_seeds": seeds, "oracle": oracle,
+               "vol_target_position": np.full(block, 0.8)}  # not a strategy's returns
         rel = f"fold_{k}/test_returns.npz"
         (run_dir / f"fold_{k}").mkdir(exist_ok=True)
-        np.savez(run_dir / rel, bars=bars, dates=dates, agent_position=pos, **ret)
+        np.savez(run_dir / rel, bars=bars, dates=dates, agent_position=pos, **ret,
+                 **({} if legacy else new))
         epochs = [{"epoch": e, "val_sharpe": float(rng.normal(0.3, 0.4)),
                    "loss": float(1.0 / (e + 1) + rng.uniform(0, 0.1)),
                    "td_abs": float(rng.uniform(0, 1)), "aux_loss": float(rng.uniform(0, 1)),
                    "q_mean": float(rng.normal()), "epsilon": max(0.05, 1.0 - 0.3 * e),
                    "reward": float(rng.normal(0, 1e-3))} for e in range(n_epochs)]
         best = max(epochs, key=lambda r: r["val_sharpe"])
-        metrics = {s: _metrics(rng) for s in STRATEGIES}
+        metrics = {s: _metrics(rng) for s in (*STRATEGIES, "vol_target")}
         folds.append({
             "fold": k, "best_epoch": best["epoch"], "val_sharpe": best["val_sharpe"],
             "test_sharpe": metrics["agent"]["sharpe"],
@@ -75,8 +89,10 @@ def make_fake_run(run_dir: Path, n_folds: int = 3, n_epochs: int = 4, seed: int 
             "test_start": start, "test_end": end, "checkpoint_dir": f"fold_{k}/checkpoints",
             "market_vsn_weights": _weights(rng, MARKET),
             "portfolio_vsn_weights": _weights(rng, PORTFOLIO),
-            "baseline_test_sharpes": {s: metrics[s]["sharpe"] for s in STRATEGIES[1:]},
-            "metrics": metrics, "epochs": epochs, "returns_file": rel})
+            "baseline_test_sharpes": {s: metrics[s]["sharpe"] for s in metrics if s != "agent"},
+            "random_test_sharpe_mean": 0.01 * k, "random_test_sharpe_std": 0.5,
+            "metrics": metrics, "epochs": epochs, "returns_file": rel,
+            **({} if legacy else {"oracle_test_sharpe": 3.0 + k})})
         trials += [{"fold": k, "epoch": e["epoch"], "seed": 0, "config": "default",
                     "val_sharpe": e["val_sharpe"]} for e in epochs]
     summary = {
@@ -89,6 +105,10 @@ def make_fake_run(run_dir: Path, n_folds: int = 3, n_epochs: int = 4, seed: int 
         "config": {"seed": 0, "agent": {"learning_rate": 3e-4, "gamma": 0.99}},
         "data_sha256": "ab" * 32, "data_source": "embedded:sp500", "n_bars": n_bars,
         "periods_per_year": 252.0, "feature_names": MARKET, "device": "cpu: cpu (1 device)"}
+    if not legacy:
+        summary.update(stitched_random=_metrics(rng) | {"sharpe": -0.031},
+                       stitched_random_test_sharpe_band=[-0.512, 0.468],
+                       stitched_oracle_test_sharpe=3.5)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return run_dir
 
@@ -108,8 +128,18 @@ def test_report_embeds_every_plot_and_the_headline(report):
                 "about <b>1.73</b> by luck", "PBO", "0.375",
                 "undefined: not every fold is &gt; 0", "Per-fold results", "Learning curves",
                 "embedded:sp500", "ab" * 32, "fp-0123456789abcdef", "cpu: cpu (1 device)",
-                "<details><summary>config (JSON)</summary>", "learning_rate"):
+                "<details><summary>config (JSON)</summary>", "learning_rate",
+                # tear sheet
+                "random policy: stitched Sharpe <b>-0.031</b>", "-0.512 to +0.468",
+                "stitched Sharpe <b>+3.500</b>; agent / oracle <b>0.12</b>",
+                "random (mean over seeds)", "× equity per year", "Worst 5 drawdowns",
+                "2012-05-17 to 2014-07-05, bars [2691, 3471)", "<th>vol target</th>",
+                "<th>oracle</th>", "+0.010 ± 0.500", "Costs paid, summed over bars",
+                "<th>Dec</th>", "beta to buy &amp; hold", "excess kurtosis"):
         assert key in html, key
+    for anchor in SECTION_IDS:
+        assert f'<h2 id="{anchor}">' in html, anchor
+    assert "seed 0" not in html and "no agent_cost" not in html and "target position" not in html
     # self-contained: nothing fetched from anywhere
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html, re.I)
     assert "@import" not in html and "url(" not in html
@@ -128,7 +158,8 @@ def test_geo_mean_and_missing_sections_degrade_to_notes(tmp_path):
     (run / "fold_1" / "test_returns.npz").unlink()
     (run / "summary.json").write_text(json.dumps(summary))
     html = write_report(run).read_text()
-    assert html.count(IMG_TAG) == 4  # equity ×2 and drawdown from fold 0, market VSN
+    # equity ×2, drawdown, position, rolling, distribution, costs from fold 0; market VSN
+    assert html.count(IMG_TAG) == 8
     for key in ("fold 1: no returns file", "No PSR / DSR / PBO", "No portfolio_vsn_weights",
                 "No per-epoch history", "buy &amp; hold n/a", "+0.250"):
         assert key in html, key
@@ -138,8 +169,26 @@ def test_no_returns_at_all_skips_the_charts(tmp_path):
     run = make_fake_run(tmp_path / "r", n_folds=1)
     (run / "fold_0" / "test_returns.npz").write_bytes(b"not a zip")
     html = write_report(run).read_text()
-    assert "cannot read" in html and "equity and drawdown charts skipped" in html
+    assert "cannot read" in html and "equity, drawdown and tear-sheet charts skipped" in html
     assert html.count(IMG_TAG) == 3
+
+
+def test_an_older_run_renders_with_notes(tmp_path):
+    run = make_fake_run(tmp_path / "old", n_folds=1, n_epochs=2, legacy=True)
+    html = write_report(run).read_text()
+    assert html.count(IMG_TAG) == N_IMAGES - 1  # no gross vs net
+    for key in ("no agent_cost", "gross-vs-net view is unavailable", "× equity per year",
+                "random (seed 0)", "from seed 0 only", "Worst 5 drawdowns", "Dec"):
+        assert key in html, key
+    assert "oracle" not in html and "random (mean over seeds)" not in html
+    # returns files without dates: bar numbers instead, and no calendar
+    path = run / "fold_0" / "test_returns.npz"
+    with np.load(path) as z:
+        arrays = {n: z[n] for n in z.files if n != "dates"}
+    np.savez(path, **arrays)
+    html = write_report(run).read_text()
+    assert "No dates in the returns files" in html and "<td>bars [4251, 5031)</td>" in html
+    assert re.search(r"<td>bar \d+</td>", html)
 
 
 def test_bad_run_dirs_are_input_errors(tmp_path):
@@ -196,6 +245,9 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     loaded = re.search(r'data-images-loaded="(\d+)"', dom.stdout)
     assert total and loaded, dom.stdout[:500]
     assert int(total.group(1)) == int(loaded.group(1)) == N_IMAGES
+    for anchor in SECTION_IDS:
+        assert re.search(f'<h2 id="{anchor}">', dom.stdout), anchor
+    assert dom.stdout.count('<table class="monthly">') == 1
     shot = tmp_path / "shot.png"
     run = _chromium(f"--screenshot={shot}", "--window-size=1200,2400", "--hide-scrollbars",
                     url, tmp=tmp_path)
