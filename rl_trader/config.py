@@ -228,6 +228,10 @@ class TrainConfig:
                         "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
+    # 28 = the settings looked at to choose the defaults, counted in docs/learning.md.
+    prior_trials: int = option(28, "trials looked at outside this run (e.g. the settings tried "
+                               "to choose its defaults: docs/learning.md), added to the DSR's "
+                               "count of trials")
 
     def validate(self) -> None:
         _check(1 <= self.epochs <= 10_000, "--epochs", "an integer in [1, 10000]", self.epochs)
@@ -239,6 +243,8 @@ class TrainConfig:
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
         _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online or target",
                self.eval_params)
+        _check(0 <= self.prior_trials <= 10_000_000, "--prior-trials", "an integer >= 0",
+               self.prior_trials)
 
 
 # The hyper-parameters a population may sweep (traced, not static): `agent.HParams`'s fields.

@@ -36,11 +36,13 @@ def fold_pbo(val_returns: np.ndarray) -> float | None:
 
 
 def headline(stitched: np.ndarray, trials: list[dict], val_matrix: list[list[np.ndarray]],
-             ppy: float, fold_test_sharpes: list[float] | None = None) -> dict:
-    """Stitched test Sharpe with PSR, DSR over all trials, MinTRL, E[max Sharpe] and PBO."""
+             ppy: float, fold_test_sharpes: list[float] | None = None,
+             prior_trials: int = 0) -> dict:
+    """Stitched test Sharpe with PSR, DSR over all trials (this run's and `prior_trials`
+    looked at outside it), MinTRL, E[max Sharpe] and PBO."""
     sr, skew, kurt, n = moments(stitched)
     trial_sr = [deannualise_sharpe(t["val_sharpe"], ppy) for t in trials]
-    deflated = deflated_sharpe_ratio(sr, n, skew, kurt, trial_sr)
+    deflated = deflated_sharpe_ratio(sr, n, skew, kurt, trial_sr, prior_trials)
     pbos = [fold_pbo(np.concatenate(m, axis=0)) for m in val_matrix]
     pbos = [p for p in pbos if p is not None]
     mintrl = min_track_record_length(sr, skew, kurt)

@@ -179,11 +179,11 @@ def act(params, data: FoldData, state: env.EnvState,
     weights (market [F], portfolio [P]), every member's network outputs (leading axis [S]) and
     the portfolio features [P]."""
     port = env.portfolio_features(state, data.prices)
-    target, w_m, w_p = ev.greedy_decide(params, data, cfg)(None, state, port)
+    target, aux = ev.greedy_decide(params, data, cfg)(None, state, port)
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
     out = jax.vmap(net.apply, in_axes=(0, None))(
         params, observe(data, state.t, port, cfg.features.lookback))
-    return target, w_m, w_p, out, port
+    return target, aux.market_weights, aux.portfolio_weights, out, port
 
 
 def _when(date: np.datetime64) -> str:

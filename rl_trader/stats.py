@@ -119,19 +119,24 @@ class DeflatedSharpe:
 
 
 def deflated_sharpe_ratio(sr: float, n: float, skew: float, kurtosis: float,
-                          trial_sharpes) -> DeflatedSharpe:
+                          trial_sharpes, extra_trials: int = 0) -> DeflatedSharpe:
     """DSR = PSR(SR*) with SR* = expected_max_sharpe(N, var(trial_sharpes, ddof=1)).
 
     `trial_sharpes` are the per-period Sharpes of EVERY trial tried (the selected one included);
-    N = len(trial_sharpes). With one trial SR* = 0 and DSR = PSR(0).
+    N = len(trial_sharpes) + `extra_trials`, the trials looked at elsewhere (e.g. the settings
+    tried to choose the defaults) whose Sharpes are not at hand: they count in N, and the
+    variance is that of the trials at hand. With one trial SR* = 0 and DSR = PSR(0).
     """
+    if extra_trials < 0:
+        raise ValueError(f"extra_trials={extra_trials} < 0")
     t = np.asarray(trial_sharpes, dtype=np.float64).reshape(-1)
     if t.size == 0 or not np.all(np.isfinite(t)):
         raise ValueError("trial_sharpes must be a non-empty list of finite numbers")
     var = float(np.var(t, ddof=1)) if t.size > 1 else 0.0
-    sr_star = expected_max_sharpe(int(t.size), var)
+    n_trials = int(t.size) + int(extra_trials)
+    sr_star = expected_max_sharpe(n_trials, var)
     dsr = probabilistic_sharpe_ratio(sr, n, skew, kurtosis, sr_star)
-    return DeflatedSharpe(dsr=dsr, sr_benchmark=sr_star, n_trials=int(t.size), var_trials=var)
+    return DeflatedSharpe(dsr=dsr, sr_benchmark=sr_star, n_trials=n_trials, var_trials=var)
 
 
 def min_track_record_length(sr: float, skew: float, kurtosis: float, sr_benchmark: float = 0.0,

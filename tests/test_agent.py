@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import chex
 import flax.linen as nn
@@ -292,6 +293,32 @@ def hand_batch():
     return out_tm1, online_t, target_t, a_dir, a_mag, r, discount, aux_target
 
 
+class BranchingTDVariantsTest(chex.TestCase):
+    """The per-transition branching double-Q TD, by hand, with and without jit."""
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_branching_td_by_hand(self):
+        td_fn = self.variant(agent.branching_double_q_td)
+        f = partial(jnp.asarray, dtype=jnp.float32)
+        q_dir_tm1, q_mag_tm1 = f([0.1, 0.2, 0.5]), f([1.0, 2.0])
+        a_dir, a_mag, r, discount = jnp.int32(2), jnp.int32(1), f(1.0), f(0.5)
+        value_dir, value_mag = f([1.0, 2.0, 3.0]), f([4.0, 5.0])
+        # Greedy next direction flat (online selector): y = 1 + 0.5·Q̄_dir(flat) = 2.
+        td, mask = td_fn(q_dir_tm1, q_mag_tm1, a_dir, a_mag, r, discount, value_dir,
+                         value_mag, f([0.0, 5.0, 1.0]), f([1.0, 0.0]))
+        np.testing.assert_allclose(td, [2.0 - 0.5, 2.0 - 2.0], rtol=1e-6)
+        np.testing.assert_array_equal(mask, [1.0, 1.0])
+        # Greedy next long with magnitude 1: y = 1 + 0.5·mean(3, 5) = 3.
+        td, mask = td_fn(q_dir_tm1, q_mag_tm1, a_dir, a_mag, r, discount, value_dir,
+                         value_mag, f([0.0, 1.0, 5.0]), f([0.0, 1.0]))
+        np.testing.assert_allclose(td, [3.0 - 0.5, 3.0 - 2.0], rtol=1e-6)
+        chex.assert_type([td, mask], jnp.float32)
+        # A flat action taken masks the magnitude branch.
+        _, mask = td_fn(q_dir_tm1, q_mag_tm1, jnp.int32(FLAT), a_mag, r, discount, value_dir,
+                        value_mag, f([0.0, 1.0, 5.0]), f([0.0, 1.0]))
+        np.testing.assert_array_equal(mask, [1.0, 0.0])
+
+
 class QLossTest(chex.TestCase):
 
     @chex.variants(with_jit=True, without_jit=True)
@@ -418,7 +445,7 @@ def test_hparams_fields_are_the_sweepable_names():
 
 # --- full-action (counterfactual) backups ---------------------------------------------------
 
-ENV2 = EnvConfig(magnitudes=(0.5, 1.0), commission_bps=1.0, slippage_bps=1.0)
+ENV2 = EnvConfig(magnitudes=(0.5, 1.0), commission_bps=1.0, slippage_bps=1.0, reward="log")
 COST = 2e-4  # commission + slippage per unit of traded notional
 SCALE, GAMMA = 100.0, 0.8
 # Positions in `position_actions` order: flat, short 0.5, short 1, long 0.5, long 1.
@@ -442,7 +469,7 @@ def pre_state(position):
     return env.EnvState(t=jnp.int32(1), stop=jnp.int32(2), equity=f(equity), units=f(u),
                         peak=f(max(1.0, equity)), entry_price=f(OPEN[1] if u else 0.0),
                         bars_in_position=f(1.0 if u else 0.0),
-                        last_cost=f(COST * abs(u) * OPEN[1]))
+                        last_cost=f(COST * abs(u) * OPEN[1]), dsr_a=f(0.0), dsr_b=f(1.0))
 
 
 def by_hand(position_tm1, close):

@@ -12,7 +12,7 @@ from rl_trader import env
 from rl_trader.config import EnvConfig
 from rl_trader.errors import InputError
 
-CFG = EnvConfig(commission_bps=1.0, slippage_bps=1.0, episode_bars=100)
+CFG = EnvConfig(commission_bps=1.0, slippage_bps=1.0, episode_bars=100, reward="log")
 COST = 2e-4  # commission + slippage per unit of traded notional
 
 # bar:           0      1      2      3      4
@@ -226,3 +226,24 @@ def test_prior_second_moment_uses_only_its_segment():
 def test_reward_options_are_validated(kw):
     with pytest.raises(InputError, match="option --"):
         EnvConfig(**kw).validate()
+
+
+class StepVariantsTest(chex.TestCase):
+    """`env.step` is a pure function: the same state and outputs, with the documented dtypes,
+    with and without jit."""
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_step_with_and_without_jit(self):
+        step = self.variant(lambda s, tgt: env.step(s, tgt, PRICES, CFG))
+        state = env.reset(jnp.int32(0), jnp.int32(4))
+        for tgt in (1.0, -0.5, 0.0):
+            new, out = step(state, jnp.float32(tgt))
+            want_new, want_out = env.step(state, jnp.float32(tgt), PRICES, CFG)
+            chex.assert_trees_all_close((new, out), (want_new, want_out), rtol=1e-6)
+            chex.assert_type([new.t, new.stop], jnp.int32)
+            chex.assert_type([new.equity, new.units, new.dsr_a, new.dsr_b, out.reward,
+                              out.log_growth, out.cost, out.turnover], jnp.float32)
+            chex.assert_type([out.terminated, out.truncated], jnp.bool_)
+            state = new
+        np.testing.assert_allclose(float(state.equity), float(run([1.0, -0.5, 0.0])[0].equity),
+                                   rtol=1e-6)

@@ -25,6 +25,7 @@ from rl_trader.features import fit_normaliser
 from rl_trader.inference import learner_template, load_policy, restore_learner
 from rl_trader.market import fold_normaliser, make_fold_data, observe
 from rl_trader.networks import QNetwork
+from rl_trader.prepare import prepare
 
 
 def write_csv(bars, path, rows=slice(None), dates=None, drop=()):
@@ -46,7 +47,7 @@ def tree_digest(root):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("inference")
-    prep = experiment.prepare(tiny_config())
+    prep = prepare(tiny_config())
     run_dir = root / "run"
     experiment.run_experiment(prep, run_dir, log=lambda _: None)
     return prep, run_dir, write_csv(prep.bars, root / "bars.csv")
@@ -101,7 +102,8 @@ def test_predict_matches_the_restored_ensemble_on_the_last_bar(trained, capsys):
                           cfg.features.clip)
     state = env.reset(len(prep.bars) - 1, len(prep.bars))
     port = env.portfolio_features(state, data.prices)
-    target, w_m, _ = greedy_decide(params, data, cfg)(None, state, port)
+    target, aux = greedy_decide(params, data, cfg)(None, state, port)
+    w_m = aux.market_weights
     assert pred["target"]["fraction"] == pytest.approx(float(target), abs=1e-6)
     q = jax.vmap(QNetwork(cfg.net, len(cfg.env.magnitudes)).apply, in_axes=(0, None))(
         params, observe(data, state.t, port, cfg.features.lookback))
@@ -181,8 +183,9 @@ def test_backtest_on_later_bars_writes_a_summary_and_leaves_the_run_alone(traine
     assert summary["headline"]["n_test_bars"] == 600 - start
     with np.load(out / entry["returns_file"]) as z, \
             np.load(run_dir / "fold_1" / "test_returns.npz") as ref:
-        assert set(z.files) == set(ref.files)
-        assert all(len(z[name]) == 600 - start for name in z.files)
+        # a backtest has no fitted baselines (no train block in the new file) and no oracle
+        assert set(z.files) == set(ref.files) - {"ridge", "vol_target", "oracle"}
+        assert all(z[name].shape[-1] == 600 - start for name in z.files)
         np.testing.assert_array_equal(z["bars"], np.arange(start, 600))
         assert z["dates"][0] == later.dates[900 + start].astype(np.int64)
     assert (out / "report.html").is_file()

@@ -33,7 +33,8 @@ def tagged_state(bars):
     return env.EnvState(t=jnp.asarray(bars), stop=jnp.asarray(bars + 7),
                         equity=jnp.asarray(1.0 + tag), units=jnp.asarray(-tag),
                         peak=jnp.asarray(2.0 + tag), entry_price=jnp.asarray(3.0 + tag),
-                        bars_in_position=jnp.asarray(4.0 + tag), last_cost=jnp.asarray(tag / 8))
+                        bars_in_position=jnp.asarray(4.0 + tag), last_cost=jnp.asarray(tag / 8),
+                        dsr_a=jnp.asarray(tag / 16), dsr_b=jnp.asarray(5.0 + tag))
 
 
 def row(bars, rewards, last=None, terminated=None):
@@ -184,3 +185,18 @@ def test_footprint_per_stored_step():
     per_step = sum(x.nbytes for x in jax.tree.leaves(buf.data)) / (16 * 4)
     assert per_step == sum(jnp.asarray(x).nbytes for x in jax.tree.leaves(step))
     assert per_step <= 96
+
+
+class SampleVariantsTest(chex.TestCase):
+    """Sampling is a pure function: the same batch, shapes and dtypes with and without jit."""
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_sample_with_and_without_jit(self):
+        buf = build(two_env_rows(5), capacity=8)
+        fn = self.variant(lambda b, k: replay.sample(b, k, 16, 3, jnp.float32(GAMMA)))
+        got = fn(buf, jax.random.PRNGKey(4))
+        want = sample(buf, jax.random.PRNGKey(4), 16, 3, GAMMA)
+        chex.assert_trees_all_close(got, want, rtol=1e-6)
+        chex.assert_shape([got.return_t, got.discount_t, got.bar_t], (16,))
+        chex.assert_type([got.return_t, got.discount_t, got.state_tm1.equity], jnp.float32)
+        chex.assert_type([got.bar_t, got.state_tm1.t, got.direction_tm1], jnp.int32)

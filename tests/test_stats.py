@@ -92,6 +92,20 @@ def test_dsr_paper_example():
     assert out.dsr == pytest.approx(ref_psr(sr, t, -3.0, 10.0, ref_emax(n, var)), abs=1e-12)
 
 
+def test_prior_trials_count_in_n_but_not_in_the_variance():
+    """Trials looked at outside the run raise N (and so SR*), not the trial variance."""
+    sr, t, var = 2.5 / math.sqrt(250), 1250, 0.5 / 250
+    trials = np.random.default_rng(1).normal(size=40)
+    trials = (trials - trials.mean()) / trials.std(ddof=1) * math.sqrt(var)
+    alone = S.deflated_sharpe_ratio(sr, t, -3.0, 10.0, trials)
+    more = S.deflated_sharpe_ratio(sr, t, -3.0, 10.0, trials, extra_trials=60)
+    assert more.n_trials == 100 and more.var_trials == pytest.approx(alone.var_trials)
+    assert more.sr_benchmark == pytest.approx(S.expected_max_sharpe(100, var), rel=1e-12)
+    assert more.dsr < alone.dsr
+    with pytest.raises(ValueError):
+        S.deflated_sharpe_ratio(sr, t, -3.0, 10.0, trials, extra_trials=-1)
+
+
 def test_expected_max_of_ten_trials_on_one_year():
     # DESIGN §10: ≈ 1.58 annualised for N = 10 zero-skill trials on one year (V[SR] ≈ 1/T).
     emax = S.annualise_sharpe(S.expected_max_sharpe(10, 1 / 252), 252)

@@ -37,11 +37,20 @@ def train_jit(setup):
 def test_init_creates_every_field_fresh(setup):
     prep, datas, trainer, _ = setup
     runner = trainer.init(jax.random.PRNGKey(0), datas[0])
+    # Every field, leaf by leaf, has the shape and dtype of the declared state (the abstract
+    # evaluation of `init`): nothing is missing, None or of a stale shape.
+    expected = jax.eval_shape(make_train(CFG, prep.periods_per_year, prep.val_len).init,
+                              jax.random.PRNGKey(0), datas[0])
     for f in dataclasses.fields(Runner):
-        assert getattr(runner, f.name) is not None, f.name
+        chex.assert_trees_all_equal_shapes_and_dtypes(getattr(runner, f.name),
+                                                      getattr(expected, f.name))
+        chex.assert_tree_all_finite(getattr(runner, f.name))
+    chex.assert_type([runner.learner.step, runner.env_steps, runner.envs.t], jnp.int32)
     chex.assert_trees_all_equal(runner.learner.params, runner.learner.target_params)
     assert int(runner.learner.step) == 0 and int(runner.env_steps) == 0
-    assert int(runner.replay.size) >= CFG.agent.n_step  # prefilled with random steps
+    prefill = max(CFG.train.prefill_steps, CFG.agent.n_step)
+    assert int(runner.replay.size) == int(runner.replay.pos) == prefill  # random steps only
+    assert not np.any(np.asarray(runner.replay.data.reward)[prefill:])  # the rest is empty
     train = datas[0].train
     assert np.all((np.asarray(runner.envs.t) >= int(train[0]))
                   & (np.asarray(runner.envs.t) < int(train[1]) - 1))
