@@ -44,7 +44,7 @@ import numpy as np
 from rl_trader import env as tenv
 from rl_trader.agent import HParams
 from rl_trader.config import RunConfig
-from rl_trader.market import FoldData, observe
+from rl_trader.fold_data import FoldData, observe
 from rl_trader.train import jit_single, make_train
 
 # --------------------------------------------------------------------------- shared helpers

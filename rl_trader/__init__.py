@@ -4,7 +4,7 @@ A run is five stages, each a function over typed state (`experiments.multi_fold`
 
 1. prepare    `prepare.prepare(cfg) -> Prepared`: validate the config (`config`), load the bars
               (`data`), compute causal features (`features`), lay out the folds (`folds`);
-              `Prepared.fold_data(k)` gives fold k's device arrays (`market`).
+              `Prepared.fold_data(k)` gives fold k's device arrays (`fold_data`).
 2. population `population.build(prep) -> Cohort`: every (fold, setting, seed) member with fresh
               state, sharded over the devices (`devices`), and the jitted programs of the
               training run (`train`: `env` → `replay` → `agent` with `networks`).

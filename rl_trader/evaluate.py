@@ -18,7 +18,7 @@ from flax import struct
 
 from rl_trader import env
 from rl_trader.config import RunConfig
-from rl_trader.market import FoldData, observe
+from rl_trader.fold_data import FoldData, observe
 from rl_trader.metrics import sharpe
 from rl_trader.networks import QNetwork
 

@@ -41,8 +41,8 @@ from rl_trader.devices import (
     to_host,
 )
 from rl_trader.errors import InputError
+from rl_trader.fold_data import fold_inference_metadata
 from rl_trader.folds import format_folds
-from rl_trader.market import fold_inference_metadata
 from rl_trader.metrics import sharpe_of
 from rl_trader.population import Cohort, build, ensembles
 from rl_trader.prepare import Prepared
@@ -153,7 +153,7 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
     template = rows(runners.learner, 0, c.n_seeds, c.mesh)
     metrics0 = EpochMetrics(**{f.name: np.zeros((n_epochs, n_members))
                                for f in dataclasses.fields(EpochMetrics)})
-    records = Records(runners=_rows(runners, 0, n_members),  # no pad members
+    records = Records(runners=_first_members(runners, n_members),  # no pad members
                       val_returns=np.zeros((n_epochs, len(c.groups), prep.val_len)),
                       metrics=metrics0,
                       diagnostics=Diagnostics.zeros(n_epochs, len(c.groups), prep.val_len))
@@ -229,7 +229,7 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
                                   **diagnostics_of(records.diagnostics, epoch, best)},
                   val_sh[best], weights[best])
     progress.epochs_done = epoch + 1
-    records = records.replace(runners=_rows(runners, 0, len(c.members)))
+    records = records.replace(runners=_first_members(runners, len(c.members)))
     run.resume_state.save(epoch, records, progress.to_json())
     fault_point(f"saved:{epoch}")
     return RunState(runners=runners, records=records, progress=progress)
@@ -335,10 +335,11 @@ def report(run: Run, state: RunState, summary: dict, validation_only: bool) -> N
     shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
 
 
-def _rows(tree, start: int, stop: int):
-    """Members [start, stop) of a population pytree, as host numpy arrays on every process
-    (a collective in a multi-process run)."""
-    return jax.tree.map(lambda x: to_host(x)[start:stop], tree)
+def _first_members(tree, n: int):
+    """The first `n` members (the pad members dropped) of a whole population pytree, as host
+    numpy arrays on every process (a collective in a multi-process run); `devices.rows` picks
+    a few members instead."""
+    return jax.tree.map(lambda x: to_host(x)[:n], tree)
 
 
 def _pad(tree, size: int):

@@ -31,7 +31,7 @@ from rl_trader.config import RunConfig, config_from_dict
 from rl_trader.data import Bars
 from rl_trader.errors import InputError
 from rl_trader.features import Normaliser, compute_features, next_bar_log_return, normalise
-from rl_trader.market import FoldData, observe
+from rl_trader.fold_data import FoldData, observe
 from rl_trader.metrics import geometric_mean_positive, sharpe
 from rl_trader.networks import Obs, QNetwork, QOut
 from rl_trader.rundir import write_json

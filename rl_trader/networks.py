@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rl_trader.config import NetConfig
-from rl_trader.market import Obs
+from rl_trader.fold_data import Obs
 
 
 @struct.dataclass

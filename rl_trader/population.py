@@ -23,7 +23,7 @@ from rl_trader.agent import HParams
 from rl_trader.config import SWEEPABLE, RunConfig
 from rl_trader.devices import POP_AXIS, padded_size, population_mesh, shard_population
 from rl_trader.errors import InputError
-from rl_trader.market import FoldData
+from rl_trader.fold_data import FoldData
 from rl_trader.prepare import Prepared
 from rl_trader.train import Trainer, make_train
 

@@ -13,8 +13,8 @@ import numpy as np
 from rl_trader.config import RunConfig
 from rl_trader.data import SYNTHETIC_PREFIX, Bars, load
 from rl_trader.features import MarketFeatures, compute_features
+from rl_trader.fold_data import FoldData, make_fold_data
 from rl_trader.folds import Fold, make_folds
-from rl_trader.market import FoldData, make_fold_data
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from rl_trader.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.config import RunConfig
 from rl_trader.devices import describe_device
 from rl_trader.env import PORTFOLIO_NAMES
+from rl_trader.fold_data import FoldData
 from rl_trader.headline import headline
-from rl_trader.market import FoldData
 from rl_trader.metrics import performance, sharpe_of
 from rl_trader.population import Population, stack, take
 from rl_trader.prepare import Prepared

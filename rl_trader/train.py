@@ -28,7 +28,7 @@ from flax import struct
 from rl_trader import agent, env, replay
 from rl_trader.config import RunConfig
 from rl_trader.evaluate import Rollout, greedy_decide, rollout
-from rl_trader.market import FoldData, observe
+from rl_trader.fold_data import FoldData, observe
 from rl_trader.metrics import sharpe
 from rl_trader.networks import Obs, QNetwork
 from rl_trader.selection import improves

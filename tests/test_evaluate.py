@@ -22,7 +22,7 @@ from rl_trader.evaluate import (
     trailing_vol,
     vol_target_positions,
 )
-from rl_trader.market import observe
+from rl_trader.fold_data import observe
 from rl_trader.metrics import sharpe
 from rl_trader.networks import QNetwork
 from rl_trader.population import stack

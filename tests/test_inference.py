@@ -22,8 +22,8 @@ from rl_trader.data.synthetic import from_spec
 from rl_trader.errors import InputError
 from rl_trader.evaluate import greedy_decide
 from rl_trader.features import fit_normaliser
+from rl_trader.fold_data import fold_normaliser, make_fold_data, observe
 from rl_trader.inference import learner_template, load_policy, restore_learner
-from rl_trader.market import fold_normaliser, make_fold_data, observe
 from rl_trader.networks import QNetwork
 from rl_trader.prepare import prepare
 

@@ -9,7 +9,7 @@ import rl_trader
 
 PACKAGE = Path(rl_trader.__file__).parent
 DATA_LAYER = ("rl_trader.data", "rl_trader.data.loader", "rl_trader.data.synthetic",
-              "rl_trader.features", "rl_trader.folds", "rl_trader.market", "rl_trader.env")
+              "rl_trader.features", "rl_trader.folds", "rl_trader.fold_data", "rl_trader.env")
 MODEL_LAYER = ("rl_trader.networks", "rl_trader.agent", "rl_trader.replay", "rl_trader.train",
                "rl_trader.population", "rl_trader.experiment")
 

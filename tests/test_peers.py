@@ -15,7 +15,7 @@ from helpers import tiny_config  # noqa: E402
 
 from experiments import peers  # noqa: E402
 from rl_trader import env  # noqa: E402
-from rl_trader.market import observe  # noqa: E402
+from rl_trader.fold_data import observe  # noqa: E402
 from rl_trader.prepare import prepare  # noqa: E402
 
 CFG = tiny_config(n_envs=2)
