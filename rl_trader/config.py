@@ -108,7 +108,7 @@ class EnvConfig:
     commission_bps: float = option(1.0, "commission, bps of traded notional")
     slippage_bps: float = option(1.0, "slippage against the trader, bps of traded notional")
     episode_bars: int = option(256, "training episode length in bars before truncation")
-    reward: str = option("mean_variance", "learning reward: log growth, mean_variance "
+    reward: str = option("log", "learning reward: log growth, mean_variance "
                          "(r − (λ/2)·r², returns in percent) or dsr (differential Sharpe "
                          "ratio)", choices=REWARDS)
     risk_aversion: float = option(0.1, "λ of the mean_variance reward, per percent return")
@@ -185,7 +185,7 @@ class AgentConfig:
         0.5, "fraction of all training env steps over which ε decays to --eps-end",
         flag="--eps-decay", sweep=True)
     replay_capacity: int = option(2048, "time steps per env kept in the replay ring")
-    backup: str = option("all", "TD backups: taken (n-step, the action taken) or all "
+    backup: str = option("taken", "TD backups: taken (n-step, the action taken) or all "
                          "(1-step, every position from the same state: full-action backups)",
                          choices=BACKUPS)
 
@@ -228,8 +228,8 @@ class TrainConfig:
                         "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
-    # 28 = the settings looked at to choose the defaults, counted in docs/learning.md.
-    prior_trials: int = option(28, "trials looked at outside this run (e.g. the settings tried "
+    # 32 = the settings looked at to choose the defaults, counted in docs/learning.md.
+    prior_trials: int = option(32, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/learning.md), added to the DSR's "
                                "count of trials")
 

@@ -23,8 +23,8 @@ def other_value(value):
     if isinstance(value, tuple):
         return value[:-1] or (0.5,)
     if isinstance(value, str):
-        return {"tf32": "fp32", "online": "target", "mean_variance": "dsr",
-                "all": "taken"}.get(value, value + ".csv")
+        return {"tf32": "fp32", "online": "target", "log": "mean_variance",
+                "taken": "all"}.get(value, value + ".csv")
     if value is None:
         return 7
     return value * 2 if isinstance(value, int) else value / 2
