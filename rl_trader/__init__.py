@@ -21,4 +21,8 @@ Data flows one way through the modules in that order; `errors`, `rundir` and `op
 command line generated from `config`) serve every stage.
 """
 
+from rl_trader.reproducible import use_reproducible_kernels
+
 __version__ = "0.1.0"
+
+use_reproducible_kernels()

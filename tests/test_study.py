@@ -1,0 +1,48 @@
+"""The learner-study summary: split-half ratio by epoch budget and the collapse ratio."""
+
+import json
+
+import numpy as np
+
+from experiments.study import main, study_rows
+from experiments.sweep import split_half_ratio
+from rl_trader.metrics import sharpe
+
+
+def _fake_sweep(run, rng):
+    """A finished sweep's files: 2 folds × 1 setting, 6 epochs of 200 validation bars whose
+    drift rises for 3 epochs, then falls (a collapse)."""
+    run.mkdir()
+    drift = np.array([1, 2, 3, 1, 0, -1])[:, None, None] * 4e-4
+    val = drift + rng.normal(0.0, 0.01, (6, 2, 200))
+    np.savez(run / "validation_returns.npz", val_returns=val, fold=[0, 1], setting=[0, 0])
+    np.save(run / "oracle_val_returns.npy", 2e-3 + rng.normal(0.0, 0.01, (2, 200)))
+    (run / "summary.json").write_text(json.dumps({"periods_per_year": 252.0}))
+    return val
+
+
+def test_rows_cut_the_epochs_and_measure_collapse(tmp_path):
+    run = tmp_path / "sweep"
+    val = _fake_sweep(run, np.random.default_rng(0))
+    oracle = np.load(run / "oracle_val_returns.npy")
+    rows = study_rows(run, [3, 6, 9], 252.0)
+    assert [(r["fold"], r["setting"]) for r in rows] == [(0, 0), (1, 0)]
+    for g, row in enumerate(rows):
+        assert row["split@3"] == split_half_ratio(val[:3, g], oracle[g], 252.0)
+        assert row["split@6"] == split_half_ratio(val[:, g], oracle[g], 252.0)
+        assert "split@9" not in row  # a budget longer than the run is not invented
+        curve = [float(sharpe(r, 252.0)) for r in val[:, g]]
+        assert row["last_over_best"] == curve[-1] / max(curve) < 0.5
+
+
+def test_main_prints_means_and_refuses_a_directory_that_is_no_sweep(tmp_path, capsys):
+    _fake_sweep(tmp_path / "a", np.random.default_rng(1))
+    out = tmp_path / "study.json"
+    assert main([str(tmp_path / "a"), "--cuts", "3,6", "--out", str(out)]) == 0
+    means = json.loads(out.read_text())["means"]
+    assert set(means) == {"split@3", "split@6", "last_over_best"}
+    assert "mean over ensembles" in capsys.readouterr().out
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "summary.json").write_text(json.dumps({"periods_per_year": 252.0}))
+    assert main([str(tmp_path / "b")]) == 2
+    assert "not a finished sweep" in capsys.readouterr().err
