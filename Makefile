@@ -2,6 +2,7 @@
 #   make train FOLDS=3        train on the embedded S&P 500 data (creates .venv on first use)
 #   make test                 run the test suite on the CPU (creates .venv on first use)
 #   make convergence RUNS=5   the release gate: planted markets on fresh seeds, RUNS run seeds
+#   make runs                 the runs under runs/ (or RUNS_DIR) side by side
 # Use an existing environment instead of .venv:  make train PYTHON=python3
 # GPU: the CUDA 12 build of jax is installed when `nvidia-smi` is found, or when CUDA=1.
 
@@ -13,6 +14,7 @@ EPOCHS ?=
 SEED ?=
 DATA ?=
 RUN_DIR ?=
+RUNS_DIR ?=
 ARGS ?=
 
 ifdef PYTHON
@@ -35,7 +37,7 @@ TRAIN_ARGS := --folds $(FOLDS) $(if $(PRESET),--preset $(PRESET)) \
 
 RUNS ?= 3
 
-.PHONY: venv train test lint clean convergence bench report chromium
+.PHONY: venv train test lint clean convergence bench report runs chromium
 
 venv: $(SETUP)
 
@@ -63,6 +65,9 @@ bench: $(SETUP)
 
 report: $(SETUP)
 	$(PY) -m experiments.report $(RUN_DIR)
+
+runs: $(SETUP)
+	$(PY) -m experiments.runs $(RUNS_DIR) $(ARGS)
 
 # Headless browser for tests/test_report.py (Debian's chromium); if it cannot be installed the
 # browser test skips itself with a message and the rest of the suite still runs.

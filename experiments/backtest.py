@@ -15,10 +15,12 @@ import sys
 
 from rl_trader.errors import InputError
 
+PROG = "python -m experiments.backtest"  # in help and errors; rl_trader.cli passes its own
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m experiments.backtest",
+        prog=prog,
         description="Backtest a finished run's policy on BARS_FILE (e.g. the months after its "
                     "data ended) beside buy-and-hold, flat, momentum and random, costs on.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a finished run directory (read only)")
@@ -54,8 +56,8 @@ def print_backtest(summary: dict) -> None:
                       "or before the end of the fold's validation block (seen in training)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     from rl_trader.data import load
     from rl_trader.inference import backtest, backtest_out_dir, load_policy, write_backtest
 

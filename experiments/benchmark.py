@@ -32,6 +32,8 @@ from experiments.multi_fold import enable_compilation_cache
 from rl_trader import env
 from rl_trader.config import PRECISIONS, RunConfig, preset
 
+PROG = "python -m experiments.benchmark"  # in help and errors; rl_trader.cli passes its own
+
 
 def _device_info() -> dict:
     d = jax.devices()[0]
@@ -146,8 +148,8 @@ def run_peers(peers, n_steps: int) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.benchmark", description=__doc__,
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sections", default="peak,env,population,length,width,peers")
     p.add_argument("--sizes", default="1,16,48,256",

@@ -47,6 +47,8 @@ from pathlib import Path
 from experiments.multi_fold import build_parser, config_from_args, enable_compilation_cache
 from rl_trader.errors import InputError
 
+PROG = "python -m experiments.convergence"  # in help and errors; rl_trader.cli passes its own
+
 FAMILY = ("ar1_weak", "ar1_strong", "regime", "vol_regime", "random_walk")
 NULL_MARKETS = ("random_walk",)  # no skill possible: gated on the DSR, not on an oracle
 SIZING_MARKETS = ("vol_regime",)  # the edge is in sizing: gated on stitched Sharpes too
@@ -60,11 +62,10 @@ DSR_MAX = 0.5
 UNSUPPORTED = ("data.path", "resume", "coordinator", "num_processes", "process_id", "distributed")
 
 
-def build_gate_parser() -> argparse.ArgumentParser:
+def build_gate_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """The main job's options (training overrides, --preset, --folds, --seed, --run-dir …)
     plus the gate's."""
-    p = build_parser()
-    p.prog = "python -m experiments.convergence"
+    p = build_parser(prog)
     p.description = "Release gate: the main job over a family of planted markets on fresh seeds."
     for action in p._actions:  # the main job's options that mean something else here
         if "--run-dir" in action.option_strings:
@@ -227,8 +228,8 @@ def print_tables(runs: list[dict]) -> None:
               f"{_num(s['oracle_ratio'], '.2f'):>6} {_num(s['dsr'], '.3f'):>6}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_gate_parser()
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    parser = build_gate_parser(prog)
     args = parser.parse_args(argv)
     try:
         from rl_trader.rundir import check_run_dir, write_json

@@ -19,11 +19,14 @@ from rl_trader.config import RunConfig
 from rl_trader.errors import InputError
 from rl_trader.options import config_from_args, load_config_file, run_parser
 
+PROG = "python -m experiments.multi_fold"  # in help and errors; rl_trader.cli passes its own
 
-def build_parser() -> argparse.ArgumentParser:
-    """Every config option (generated from the config dataclasses) plus the run's own."""
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """Every config option (generated from the config dataclasses) plus the run's own; `prog`
+    is the command shown in help and errors."""
     p = run_parser(
-        "python -m experiments.multi_fold",
+        prog,
         "Train the branching VSN/GRN deep-Q agent over walk-forward folds; select each fold's "
         "best epoch on validation Sharpe and score it once on test.")
     run = p.add_argument_group("run")
@@ -111,8 +114,8 @@ def discard_unstarted(run_dir: Path, existed: bool) -> None:
         pass  # best effort: the error being reported matters more
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     try:
         from rl_trader.devices import initialize_distributed

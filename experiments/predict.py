@@ -16,10 +16,12 @@ import sys
 
 from rl_trader.errors import InputError
 
+PROG = "python -m experiments.predict"  # in help and errors; rl_trader.cli passes its own
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m experiments.predict",
+        prog=prog,
         description="Target position (direction, magnitude, signed fraction of equity) for the "
                     "bar after the last one in BARS_FILE, with each ensemble member's Q-values "
                     "and the VSN weights.")
@@ -71,8 +73,8 @@ def print_prediction(pred: dict) -> None:
     console.print(vsn)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     from rl_trader.data import load
     from rl_trader.inference import load_policy, predict
 

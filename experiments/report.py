@@ -12,10 +12,12 @@ import sys
 
 from rl_trader.errors import InputError
 
+PROG = "python -m experiments.report"  # in help and errors; rl_trader.cli passes its own
 
-def main(argv: list[str] | None = None) -> int:
+
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m experiments.report",
+        prog=prog,
         description="Write RUN_DIR/report.html (plots embedded, no external resources) from "
                     "RUN_DIR/summary.json and the per-fold test returns.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory holding summary.json")

@@ -33,6 +33,8 @@ import numpy as np
 from experiments.multi_fold import build_parser, config_from_args, enable_compilation_cache
 from rl_trader.errors import InputError
 
+PROG = "python -m experiments.sweep"  # in help and errors; rl_trader.cli passes its own
+
 
 def oracle_val_returns(cfg, prep) -> list[np.ndarray] | None:
     """The planted-signal oracle's per-bar validation returns per fold (synthetic data only)."""
@@ -76,9 +78,8 @@ def split_half_ratio(returns: np.ndarray, oracle: np.ndarray, ppy: float) -> flo
     return float(np.mean(ratios))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    parser.prog = "python -m experiments.sweep"
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    parser = build_parser(prog)
     parser.add_argument("--grid", dest="sweep", action="append", metavar="NAME=V1,V2",
                         help="the same as --sweep")
     parser.add_argument("--out", default=None, help="JSON output path")

@@ -180,7 +180,7 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
             raise InputError(f"option --resume: the data behind '{run_dir}' changed since the "
                              f"run started (sha256 {progress.data_sha256[:12]}… then, "
                              f"{prep.bars.sha256[:12]}… now); start a new run instead")
-        log(f"resuming after epoch {progress.epochs_done} of {n_epochs}")
+        log(f"resuming after epoch {progress.epochs_done - 1} of 0..{n_epochs - 1}")
     for ckpt in run.checkpoints:  # epochs saved by a run killed after its last resume point
         if ckpt is not None:
             ckpt.delete_after(progress.epochs_done - 1)
@@ -275,7 +275,8 @@ def _log_fold(run: Run, k: int, epoch: int, mean: dict[str, float], val_sharpe: 
                                                       "le_1"), mean["magnitude_fractions"],
                                                      strict=True)}
         run.writers[k].scalars(epoch, {**scalars, **mags, "val_sharpe": val_sharpe, **vsn})
-    run.log(f"fold {k} epoch {epoch + 1}/{run.prep.cfg.train.epochs}  loss {mean['loss']:.4f}"
+    run.log(f"fold {k} epoch {epoch} of 0..{run.prep.cfg.train.epochs - 1}"
+            f"  loss {mean['loss']:.4f}"
             f"  td {mean['td_abs']:.3f}  aux {mean['aux_loss']:.3f}"
             f"  ε {mean['epsilon']:.3f}  train Sharpe {mean['train_sharpe']:+.3f}"
             f"  val Sharpe {val_sharpe:+.3f}"

@@ -65,3 +65,20 @@ def test_the_data_layer_does_not_import_the_model():
     graph = imports()
     for m in DATA_LAYER:
         assert not graph[m] & set(MODEL_LAYER), (m, graph[m] & set(MODEL_LAYER))
+
+
+def test_only_the_command_line_reaches_up_to_experiments():
+    """`rl_trader.cli` dispatches to `experiments` (the layer above the package), by name and
+    only when run; no other module imports experiments, and no module imports the cli."""
+    graph = imports()
+    assert not [m for m, deps in graph.items() if "rl_trader.cli" in deps]
+    for path in PACKAGE.rglob("*.py"):
+        if module_name(path) == "rl_trader.cli":
+            continue
+        tree = ast.parse(path.read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        calls = {n.func.attr for n in ast.walk(tree)
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+        assert not {n for n in names if n.split(".")[0] == "experiments"}, path
+        assert "import_module" not in calls, path

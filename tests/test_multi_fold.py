@@ -50,6 +50,19 @@ def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run, capsys):
     assert lo <= hi and set(summary["stitched_random"]) == set(summary["stitched"]["random"])
 
 
+def test_the_runs_table_reads_a_real_summary(smoke_run):
+    """The keys `rl-trader runs` reads are the ones a run writes (its own tests fabricate them)."""
+    from rl_trader.runs_table import run_rows
+
+    _, run_dir = smoke_run
+    [row] = run_rows(run_dir.parent)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (row["status"], row["preset"], row["epochs"], row["folds"]) == ("done", "smoke", 1, 3)
+    assert row["agent"] == summary["stitched_test_sharpe"]
+    assert row["dsr"] == summary["headline"]["dsr"]
+    assert None not in [row[k] for k in ("buy_and_hold", "random", "vol_target", "ridge", "dsr")]
+
+
 def test_existing_run_dir_is_not_overwritten(smoke_run, capsys):
     _, run_dir = smoke_run
     before = (run_dir / "summary.json").read_bytes()

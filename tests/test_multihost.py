@@ -59,7 +59,7 @@ def test_two_processes_killed_and_resumed_match_one(tmp_path):
     resumed = two_processes(["--run-dir", str(two), "--resume"], env2)
     for rc, err, _ in resumed:
         assert rc == 0, err[-3000:]
-    assert "resuming after epoch 1 of 2" in resumed[0][2]  # not a fresh start
+    assert "resuming after epoch 0 of 0..1" in resumed[0][2]  # not a fresh start
     one = json.loads((tmp_path / "one" / "summary.json").read_text())
     both = json.loads((two / "summary.json").read_text())
     timings = json.loads((two / "timings.json").read_text())
