@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The learner study of docs/learning.md: validation-only sweeps (experiments.sweep) of static
 # learner options on tuning markets (data seeds < 1000, never scored by the gate).
-#   experiments/learner_study.sh OUT EPOCHS MARKET[,MARKET...] NAME="OPTIONS" [NAME="OPTIONS" ...]
-# e.g. experiments/learner_study.sh out 10 ar1:5000:1 taken="" all="--backup all"
+#   experiments/learner_study.sh OUT EPOCHS MARKET[@SEED][,...] NAME="OPTIONS" [NAME="OPTIONS" ...]
+# e.g. experiments/learner_study.sh out 10 ar1:5000:1,regime:5000:4@2 taken="" all="--backup all"
+# (MARKET@SEED trains that market with run seed SEED; default 0.) PARALLEL=1 runs the
+# settings (NAME=...) as concurrent processes on one accelerator, each over every market.
 # Writes OUT/<name>-<market>.json (experiments.sweep --out) and OUT/<name>-<market>.summary.json
 # (per-epoch validation records and learning diagnostics); run directories go to RUNS
 # (default OUT/runs).
@@ -12,14 +14,24 @@ shift 3
 runs=${RUNS:-$out/runs}
 mkdir -p "$runs"
 PY=${PYTHON:-python3}
-for spec in "$@"; do
-  name=${spec%%=*} opts=${spec#*=}
-  for m in ${markets//,/ }; do
-    tag="$name-${m//:/_}"
-    echo "=== $tag: --data synthetic:$m --epochs $epochs $opts"
+setting() {  # NAME OPTIONS: every market, in turn
+  local name=$1 opts=$2 m seed tag
+  for item in ${markets//,/ }; do
+    m=${item%@*} seed=0
+    [[ $item == *@* ]] && seed=${item#*@}
+    tag="$name-${m//:/_}-r$seed"
+    echo "=== $tag: --data synthetic:$m --seed $seed --epochs $epochs $opts"
     # shellcheck disable=SC2086  # options are words
-    $PY -m experiments.sweep --data "synthetic:$m" --epochs "$epochs" $opts \
+    $PY -m experiments.sweep --data "synthetic:$m" --seed "$seed" --epochs "$epochs" $opts \
       --run-dir "$runs/$tag" --out "$out/$tag.json" 2>&1 | grep -v "^fold " || true
     cp "$runs/$tag/summary.json" "$out/$tag.summary.json" 2>/dev/null || echo "no summary: $tag"
   done
+}
+for spec in "$@"; do
+  if [[ ${PARALLEL:-0} == 1 ]]; then
+    setting "${spec%%=*}" "${spec#*=}" > "$out/${spec%%=*}.log" 2>&1 &
+  else
+    setting "${spec%%=*}" "${spec#*=}"
+  fi
 done
+wait

@@ -22,13 +22,53 @@ BEFORE = {
 
 
 @pytest.mark.parametrize("name", sorted(BEFORE))
-def test_existing_markets_are_unchanged_and_their_oracle_is_the_signal_sign(name):
+def test_existing_markets_are_unchanged_and_their_hidden_state_oracle_is_the_signal_sign(name):
     m = generate(name, 3000, 7)
     b = m.bars
     now = (b.close[-1], b.close[1234], b.high[10], b.low[10], b.volume[7], m.signal[100],
            m.signal[2000])
     np.testing.assert_allclose(now, BEFORE[name], rtol=1e-12, atol=0)
-    np.testing.assert_array_equal(m.oracle_position, np.sign(m.signal))
+    np.testing.assert_array_equal(m.hidden_state_position, np.sign(m.signal))
+    if name != "regime":  # ar1 signals are causal: both oracles are the same
+        np.testing.assert_array_equal(m.oracle_position, m.hidden_state_position)
+
+
+def _after_costs(position, r):
+    """Per-bar simple returns of holding position[t] over bar t+1, less 2 bps per traded
+    notional."""
+    held = position[:-1]
+    return held * np.expm1(r[1:]) - 2e-4 * np.abs(np.diff(np.concatenate([[0.0], held])))
+
+
+def test_regime_oracle_is_the_causal_filter_and_below_the_hidden_state_one():
+    m = generate("regime", 20_000, 5)
+    r = np.diff(np.log(np.concatenate([[100.0], m.bars.close])))
+    causal, hidden = (sharpe(_after_costs(p, r), 252)
+                      for p in (m.oracle_position, m.hidden_state_position))
+    assert 0.55 * hidden < causal < 0.8 * hidden, (causal, hidden)
+    # causal: the position at the close of t does not change when later returns change
+    r2 = r.copy()
+    r2[15_000:] *= -1.0
+    from rl_trader.data.synthetic import MARKETS, forward_filter
+
+    spec = MARKETS["regime"]
+    args = ((spec.drift, -spec.drift), (spec.sigma, spec.sigma), spec.p_stay)
+    np.testing.assert_array_equal(forward_filter(r2, *args)[:15_000],
+                                  forward_filter(r, *args)[:15_000])
+    np.testing.assert_array_equal(m.oracle_position, np.sign(2 * forward_filter(r, *args) - 1))
+    assert np.mean(m.oracle_position == m.hidden_state_position) > 0.8  # lags each flip
+
+
+def test_forward_filter_by_hand_one_bar():
+    # uniform start; bar 0 with r = μ_0: posterior ∝ (0.5·N(0; 0, σ), 0.5·N(μ_0; μ_1, σ))
+    from rl_trader.data.synthetic import forward_filter
+
+    mu, sd, stay = (0.01, -0.01), (0.01, 0.01), 0.9
+    like = np.exp(-0.5 * ((0.01 - np.array(mu)) / 0.01) ** 2)
+    post0 = like[0] / like.sum()
+    expected = stay * post0 + (1 - stay) * (1 - post0)
+    np.testing.assert_allclose(forward_filter(np.array([0.01]), mu, sd, stay), [expected],
+                               rtol=1e-12)
 
 
 def test_ar1_weak_has_a_small_momentum():
@@ -48,11 +88,15 @@ def test_vol_regime_sizing_oracle_beats_buy_and_hold_with_a_causal_position():
     assert 0.3 < state.mean() < 0.7
     assert 50 < len(state) / (1 + np.count_nonzero(np.diff(state))) < 200  # p_stay 0.99
     np.testing.assert_array_equal(m.signal, 0.0005)
-    # the oracle's position at the close of t is a function of the hidden state of bar t alone
-    np.testing.assert_array_equal(pos, np.where(state == 0, 1.0, 0.25))
+    # the hidden-state oracle's position at the close of t is the hidden state of bar t's
+    np.testing.assert_array_equal(m.hidden_state_position, np.where(state == 0, 1.0, 0.25))
+    # the causal oracle filters the state from returns: mostly the same sizes, nearly as good
+    assert set(np.unique(pos)) == {0.25, 1.0}
+    assert np.mean(pos == m.hidden_state_position) > 0.9
     simple = np.expm1(r)
     oracle, buy_and_hold = sharpe(pos[:-1] * simple[1:], 252), sharpe(simple[1:], 252)
-    assert oracle > buy_and_hold + 0.2 > 0.5, (oracle, buy_and_hold)
+    hidden = sharpe(m.hidden_state_position[:-1] * simple[1:], 252)
+    assert hidden >= oracle > buy_and_hold + 0.2 > 0.5, (hidden, oracle, buy_and_hold)
 
 
 def test_markets_are_reproducible_by_seed():

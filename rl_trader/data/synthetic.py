@@ -12,15 +12,26 @@ r_{t+1} exactly (less costs). The conditional mean known at the close of t is `s
     random_walk μ = 0                                          (no skill possible)
 
 `signal[t] = E[r_{t+1} | bars ≤ t]` for ar1, vol_regime and random_walk; for regime it is the
-true next drift (the oracle knows the hidden state — an upper bound).
+true next drift (it knows the hidden state).
 
 The oracle's target position `oracle_position[t]` (a signed fraction of equity, decided at the
-close of t and held over bar t+1) is sign(signal[t]) for ar1, regime and random_walk. For
-vol_regime, the Sharpe ratio of sizes w_s per state s is maximised by w_s ∝ μ/σ_s² (calm :
-turbulent = 1 : 0.09 with the defaults); the nearest the env's magnitudes (0.25 … 1) express is
-1.0 in the calm state and 0.25 in the turbulent one. It uses the hidden state **of bar t** — a
-causal oracle that sees the regime but not its next flip (flips are rare: 1 − p_stay per bar).
-`hidden_state[t]` is the regime of bar t (0 calm / up, 1 turbulent / down; 0 for ar1 markets).
+close of t and held over bar t+1) trades the Bayes-optimal **causal** forecast of the true
+model by its sign (or size), the bar a perfect learner could reach (costs are not part of the
+rule, so a policy that trades less, such as ridge, can beat it after costs):
+
+    ar1, random_walk: sign(signal[t]) (the signal is already causal)
+    regime:           sign(E[μ_{t+1} | r_≤t]), the next drift filtered by the two-state Bayes
+                      (forward) filter with the true drift, σ and p_stay
+    vol_regime:       1.0 when the filtered P(bar t+1 calm | r_≤t) > 1/2, else 0.25. The Sharpe
+                      ratio of sizes w_s per state is maximised by w_s ∝ μ/σ_s² (calm :
+                      turbulent = 1 : 0.09); 1.0 and 0.25 are the nearest the env's magnitudes
+                      (0.25 … 1) express.
+
+`hidden_state_position[t]` is the same rule with the hidden state known (regime: the true next
+drift; vol_regime: the state of bar t) — a reference no causal trader can reach: on 5,000-bar
+markets (seeds 4–11) the filter reaches 0.63–0.74 of its Sharpe on regime and 0.86–1.02 on
+vol_regime, after costs. `hidden_state[t]` is the regime of bar t (0 calm / up, 1 turbulent /
+down; 0 for ar1 markets).
 """
 
 from __future__ import annotations
@@ -60,7 +71,8 @@ MARKETS = {
 class SyntheticMarket:
     bars: Bars
     signal: np.ndarray  # float64 [T]: E[r_{t+1}] known to the oracle at the close of t
-    oracle_position: np.ndarray  # float64 [T]: the oracle's target fraction at the close of t
+    oracle_position: np.ndarray  # float64 [T]: the causal oracle's target at the close of t
+    hidden_state_position: np.ndarray  # float64 [T]: the same rule knowing the hidden state
     hidden_state: np.ndarray  # int64 [T]: the hidden regime of bar t (0 for ar1 markets)
 
 
@@ -82,20 +94,26 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
             r[t] = spec.phi * prev + spec.sigma * eps[t]
             signal[t] = spec.phi * r[t]
             prev = r[t]
-        position = np.sign(signal)
+        position = hidden_position = np.sign(signal)
     elif spec.kind == "regime":
         flips = rng.random(n_bars) > spec.p_stay
         state = np.cumsum(flips) % 2  # 0/1 hidden regime
         mu = np.where(state == 0, spec.drift, -spec.drift)
         r = mu + spec.sigma * eps
         signal[:-1] = mu[1:]
-        position = np.sign(signal)
+        hidden_position = np.sign(signal)
+        calm_or_up = forward_filter(r, (spec.drift, -spec.drift), (spec.sigma, spec.sigma),
+                                    spec.p_stay)
+        position = np.sign(2.0 * calm_or_up - 1.0)
     else:  # vol_regime
         state = np.cumsum(rng.random(n_bars) > spec.p_stay) % 2
         sigma = np.where(state == 0, spec.sigma, spec.sigma_turbulent)
         r = spec.drift + sigma * eps
         signal[:] = spec.drift
-        position = np.where(state == 0, 1.0, spec.turbulent_size)
+        hidden_position = np.where(state == 0, 1.0, spec.turbulent_size)
+        calm_or_up = forward_filter(r, (spec.drift, spec.drift),
+                                    (spec.sigma, spec.sigma_turbulent), spec.p_stay)
+        position = np.where(calm_or_up > 0.5, 1.0, spec.turbulent_size)
     close = 100.0 * np.exp(np.cumsum(r))
     open_ = np.concatenate([[100.0], close[:-1]])
     wick = np.abs(rng.normal(0.0, 0.3 * sigma, (2, n_bars)))
@@ -107,7 +125,27 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
     bars = Bars(dates=dates.astype("datetime64[ns]"), open=open_, high=high, low=low,
                 close=close, volume=volume, source=f"synthetic:{name}", sha256=digest)
     return SyntheticMarket(bars=bars, signal=signal, oracle_position=position,
-                           hidden_state=state)
+                           hidden_state_position=hidden_position, hidden_state=state)
+
+
+def forward_filter(r: np.ndarray, mu: tuple[float, float], sigma: tuple[float, float],
+                   p_stay: float) -> np.ndarray:
+    """P(s_{t+1} = 0 | r_≤t), float64 [T], of a two-state Markov chain (stay probability
+    p_stay, uniform start) whose bar returns are r_t ~ N(mu[s_t], sigma[s_t]²):
+
+        π_t = P·π_{t−1} ⊙ N(r_t; mu, sigma) / Σ(·),   output_t = (P·π_t)[0]
+
+    with P the symmetric transition matrix. A recursion over bars, as the generator's."""
+    mu_, sd = np.asarray(mu), np.asarray(sigma)
+    log_lik = -0.5 * ((r[:, None] - mu_) / sd) ** 2 - np.log(sd)  # [T, 2], constants cancel
+    lik = np.exp(log_lik - log_lik.max(1, keepdims=True))  # never 0 in both states
+    post0, out = 0.5, np.empty(len(r))
+    for t in range(len(r)):
+        prior0 = p_stay * post0 + (1.0 - p_stay) * (1.0 - post0)
+        a, b = prior0 * lik[t, 0], (1.0 - prior0) * lik[t, 1]
+        post0 = a / (a + b)
+        out[t] = p_stay * post0 + (1.0 - p_stay) * (1.0 - post0)
+    return out
 
 
 def from_spec(spec: str) -> SyntheticMarket:
