@@ -27,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from experiments.multi_fold import build_parser, config_from_args, enable_compilation_cache
@@ -38,16 +37,15 @@ PROG = "python -m experiments.sweep"  # in help and errors; rl_trader.cli passes
 
 def oracle_val_returns(cfg, prep) -> list[np.ndarray] | None:
     """The planted-signal oracle's per-bar validation returns per fold (synthetic data only)."""
-    from rl_trader.data import SYNTHETIC_PREFIX
-    from rl_trader.data.synthetic import from_spec
     from rl_trader.evaluate import oracle_rollout
+    from rl_trader.fold_data import pad_bars
 
-    if not (cfg.data.path or "").startswith(SYNTHETIC_PREFIX):
+    if prep.oracle_position is None:
         return None
-    position = jax.numpy.asarray(from_spec(cfg.data.path).oracle_position, jax.numpy.float32)
+    position = pad_bars(prep.oracle_position)
     folds = [prep.fold_data(k) for k in range(len(prep.folds))]
-    return [np.asarray(oracle_rollout(position, d, d.val[0], prep.val_len, cfg).returns,
-                       np.float64) for d in folds]
+    return [np.asarray(oracle_rollout(position, d, d.val[0], prep.val_steps, cfg).returns,
+                       np.float64)[:prep.val_len] for d in folds]
 
 
 def refuse_gate_data(path: str | None) -> None:

@@ -176,14 +176,16 @@ def ridge_decide(fit: RidgeFit, data: FoldData, cfg: RunConfig) -> Decide:
 
 
 @partial(jax.jit, static_argnums=(1, 2))
-def fit_ridge(data: FoldData, val_length: int, cfg: RunConfig) -> RidgeFit:
+def fit_ridge(data: FoldData, val_steps: int, cfg: RunConfig) -> RidgeFit:
     """Ridge of the next-bar return on the bar-t features, fit on train, α chosen on validation.
 
     Target: `data.aux_target[t]`, the next bar's close-to-close log return over its train std
     (clipped like the features), so target and features share the train normalisation. Rows:
     train bars t with t + 1 in train. For each α ∈ n_train × RIDGE_ALPHAS the fit trades the
     validation block through `rollout` (same env and costs); the α of the best validation Sharpe
-    wins (the first on ties). Only train and validation bars are read.
+    wins (the first on ties). Only train and validation bars are read: the validation rollouts
+    run `val_steps` ≥ the block's length (a shape bucket) and their Sharpe counts the block's
+    bars only.
     """
     t = jnp.arange(data.features.shape[0])
     w = ((t >= data.train[0]) & (t < data.train[1] - 1)).astype(jnp.float32)
@@ -197,9 +199,9 @@ def fit_ridge(data: FoldData, val_length: int, cfg: RunConfig) -> RidgeFit:
                         val_sharpe=jnp.float32(0.0))
 
     def val_sharpe(fit):
-        r = rollout(ridge_decide(fit, data, cfg), data, data.val[0], val_length, cfg,
+        r = rollout(ridge_decide(fit, data, cfg), data, data.val[0], val_steps, cfg,
                     jax.random.PRNGKey(0))
-        return sharpe(r.returns, 1.0)
+        return sharpe(r.returns, 1.0, valid=data.val[1] - data.val[0])
 
     fits = jax.vmap(fit_one)(alphas)
     sharpes = jax.vmap(val_sharpe)(fits)
@@ -239,17 +241,17 @@ BASELINES = ("buy_and_hold", "flat", "momentum_20", "ridge", "vol_target", "rand
 
 @partial(jax.jit, static_argnums=(2, 3, 5))
 def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunConfig,
-                      random_keys: jax.Array, val_length: int | None) -> dict[str, Rollout]:
-    """Buy-and-hold, flat, 20-bar momentum, ridge (fit on train, α on the `val_length` bars of
-    validation), vol target, and the random policy once per key (leaves of `random` get a
-    leading [R] axis), over the same segment with the same costs. With `val_length` None (no
-    train or validation block: a backtest on new bars) the baselines fit to the training data,
-    `FITTED_BASELINES`, are left out."""
+                      random_keys: jax.Array, val_steps: int | None) -> dict[str, Rollout]:
+    """Buy-and-hold, flat, 20-bar momentum, ridge (fit on train, α on validation, see
+    `fit_ridge` for `val_steps`), vol target, and the random policy once per key (leaves of
+    `random` get a leading [R] axis), over the same segment with the same costs. With
+    `val_steps` None (no train or validation block: a backtest on new bars) the baselines fit
+    to the training data, `FITTED_BASELINES`, are left out."""
     fixed = {"buy_and_hold": constant_decide(1.0, data, cfg),
              "flat": constant_decide(0.0, data, cfg),
              "momentum_20": momentum_decide(20, data, cfg)}
-    if val_length is not None:
-        fixed["ridge"] = ridge_decide(fit_ridge(data, val_length, cfg), data, cfg)
+    if val_steps is not None:
+        fixed["ridge"] = ridge_decide(fit_ridge(data, val_steps, cfg), data, cfg)
         fixed["vol_target"] = vol_target_decide(data, cfg)
     out = {name: rollout(d, data, start, length, cfg, random_keys[0]) for name, d in fixed.items()}
     out["random"] = jax.vmap(lambda k: rollout(random_decide(data, cfg), data, start, length,

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader.agent import TrainState, policy_params
+from rl_trader.buckets import trim
 from rl_trader.checkpoint import FoldCheckpoints, ResumeState, fingerprint
 from rl_trader.devices import (
     barrier,
@@ -59,6 +60,7 @@ from rl_trader.run_state import (
 from rl_trader.rundir import RunLock, fault_point, open_run_dir, write_json
 from rl_trader.scoring import score_folds, validation_summary
 from rl_trader.selection import best_of
+from rl_trader.stopwatch import Stopwatch
 from rl_trader.tensorboard import ScalarWriter
 from rl_trader.train import EpochMetrics
 
@@ -79,6 +81,7 @@ class Run:
     resume_state: ResumeState
     writers: list[ScalarWriter | None]  # per fold, TensorBoard (process 0)
     t_start: float
+    clock: Stopwatch  # seconds per stage (timings.json)
 
     def fold_checkpoints(self, k: int, process: int | None) -> FoldCheckpoints:
         """Fold k's checkpoint manager, used by `process` alone (None: by every process)."""
@@ -131,11 +134,15 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
          devices: int | None, validation_only: bool) -> dict:
     """The stages, in order, inside the locked run directory."""
     log(format_folds(prep.folds, prep.bars.dates))
-    t_start = time.time()
-    run, state = start(prep, run_dir, build(prep, devices), log, resume, t_start)
+    t_start, clock = time.time(), Stopwatch()
+    with clock.stage("population"):
+        cohort = build(prep, devices)
+    with clock.stage("start"):
+        run, state = start(prep, run_dir, cohort, log, resume, t_start, clock)
     for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
         state = train_epoch(run, state, epoch)
-    summary = score(run, state, validation_only)
+    with clock.stage("score"):
+        summary = score(run, state, validation_only)
     if jax.process_index() == 0:
         report(run, state, summary, validation_only)
     barrier("scored")
@@ -143,7 +150,7 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
 
 
 def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], None],
-          resume: bool, t_start: float) -> tuple[Run, RunState]:
+          resume: bool, t_start: float, clock: Stopwatch) -> tuple[Run, RunState]:
     """Fresh members (or, with `resume`, the saved ones), the fold checkpoint managers, the
     resume store and the TensorBoard writers."""
     cfg, c = prep.cfg, cohort
@@ -163,7 +170,8 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
               fingerprint=fingerprint(template.params, cfg.net, len(cfg.env.magnitudes)),
               template=template, checkpoints=[], resume_state=ResumeState(run_dir / "resume"),
               writers=[ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}")
-                       if pid == 0 else None for f in prep.folds], t_start=t_start)
+                       if pid == 0 else None for f in prep.folds], t_start=t_start,
+              clock=clock)
     # Fold k's directory belongs to process k mod (process count), which alone writes it, so a
     # multi-process run spreads its checkpoint writes evenly over the processes. Where the
     # fold's members live does not matter: `rows` gathers each saved ensemble to every process.
@@ -191,23 +199,29 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     """Stage 3, once per epoch: train every member, roll every ensemble out on validation;
     per fold the NaN guard, the selection and its checkpoint, the logs; then the resume state.
     """
-    prep, c, cfg = run.prep, run.cohort, run.prep.cfg
+    prep, c, cfg, clock = run.prep, run.cohort, run.prep.cfg, run.clock
     t_epoch = time.time()
-    runners, metrics = c.pop.epoch(state.runners, c.data, c.hps)
+    with clock.stage("train_program"):  # the first epoch's includes compiling it
+        runners, metrics = jax.block_until_ready(c.pop.epoch(state.runners, c.data, c.hps))
     fault_point(f"epoch:{epoch}")
-    acting = ensembles(policy_params(runners.learner, cfg.train.eval_params), len(c.groups),
-                       c.n_seeds)
-    val = c.pop.evaluate(acting, c.val_data, c.val_data.val[:, 0], prep.val_len, c.eval_keys)
-    val_returns = to_host(val.returns).astype(np.float64)
-    finite = to_host(_finite(runners, metrics))
+    with clock.stage("validation"):
+        acting = ensembles(policy_params(runners.learner, cfg.train.eval_params),
+                           len(c.groups), c.n_seeds)
+        val = trim(jax.tree.map(to_host, c.pop.evaluate(acting, c.val_data,
+                                                        c.val_data.val[:, 0], prep.val_steps,
+                                                        c.eval_keys)),
+                   prep.val_len, axis=1)  # host arrays [G, val_len, ...]
+        val_returns = val.returns.astype(np.float64)
+        finite = to_host(_finite(runners, metrics))
     records, progress = state.records, state.progress
     records.val_returns[epoch] = val_returns
-    _diagnose(run, records.diagnostics, epoch, acting, val)
+    with clock.stage("diagnostics"):
+        _diagnose(run, records.diagnostics, epoch, acting, val)
     for f in dataclasses.fields(EpochMetrics):
         getattr(records.metrics, f.name)[epoch] = to_host(getattr(metrics, f.name))[
             :len(c.members)]
     val_sh = [sharpe_of(r, prep.periods_per_year) for r in val_returns]
-    weights = to_host(val.market_weights).mean(1)  # [G, F]
+    weights = val.market_weights.mean(1)  # [G, F]
     progress.epoch_seconds.append(time.time() - t_epoch)
     for k in range(len(prep.folds)):
         if k in progress.stopped:
@@ -219,18 +233,20 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
             run.log(progress.stopped[k]["message"] + "; its last good checkpoint is kept")
             continue
         best = best_of(c.ensembles_of(k), val_sh)
-        learner = rows(runners.learner, best * c.n_seeds, c.n_seeds, c.mesh)  # every process
-        if run.checkpoints[k] is not None:
-            run.checkpoints[k].save(epoch, learner, val_sh[best],
-                                    {"seeds": c.n_seeds,
-                                     "setting": c.settings[c.groups[best].setting]})
+        with clock.stage("checkpoints"):
+            learner = rows(runners.learner, best * c.n_seeds, c.n_seeds, c.mesh)  # every process
+            if run.checkpoints[k] is not None:
+                run.checkpoints[k].save(epoch, learner, val_sh[best],
+                                        {"seeds": c.n_seeds,
+                                         "setting": c.settings[c.groups[best].setting]})
         fault_point(f"saving:{epoch}")
         _log_fold(run, k, epoch, {**records.fold_means(epoch, c.members_of(k)),
                                   **diagnostics_of(records.diagnostics, epoch, best)},
                   val_sh[best], weights[best])
     progress.epochs_done = epoch + 1
-    records = records.replace(runners=_first_members(runners, len(c.members)))
-    run.resume_state.save(epoch, records, progress.to_json())
+    with clock.stage("resume_state"):
+        records = records.replace(runners=_first_members(runners, len(c.members)))
+        run.resume_state.save(epoch, records, progress.to_json())
     fault_point(f"saved:{epoch}")
     return RunState(runners=runners, records=records, progress=progress)
 
@@ -238,21 +254,22 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
 def _diagnose(run: Run, d: Diagnostics, epoch: int, acting, val) -> None:
     """Fill epoch `epoch` of the learning diagnostics (`run_state.Diagnostics`) in place: the
     greedy Sharpe on the end of each fold's train segment, Q against the realised discounted
-    reward on validation, the validation positions."""
+    reward on validation, the validation positions. `val`: the validation rollouts on the
+    host, trimmed to the validation length."""
     prep, c = run.prep, run.cohort
     probe = min(prep.val_len, min(f.train[1] - f.train[0] for f in prep.folds))
-    train = c.pop.evaluate(acting, c.val_data, c.val_data.train[:, 1] - probe, probe,
-                           c.eval_keys)
-    d.train_sharpe[epoch] = [sharpe_of(r, prep.periods_per_year)
+    train = c.pop.evaluate(acting, c.val_data, c.val_data.train[:, 1] - probe, prep.val_steps,
+                           c.eval_keys)  # probe ≤ val_len: the validation program, reused
+    d.train_sharpe[epoch] = [sharpe_of(r[:probe], prep.periods_per_year)
                              for r in to_host(train.returns)]
     gamma = np.array([c.settings[m.setting]["gamma"] for m in c.groups])
-    realised = discounted_returns(to_host(val.reward).astype(np.float64), gamma)
-    q = to_host(val.q).astype(np.float64)
+    realised = discounted_returns(val.reward.astype(np.float64), gamma)
+    q = val.q.astype(np.float64)
     for g in range(len(c.groups)):
         fits = max(1, prep.val_len - horizon(float(gamma[g])))  # bars whose horizon fits
         d.q_greedy[epoch, g] = q[g, :fits].mean()
         d.realised[epoch, g] = realised[g, :fits].mean()
-    d.positions[epoch] = to_host(val.position)
+    d.positions[epoch] = val.position
 
 
 def _nan_guard(c: Cohort, k: int, finite: np.ndarray, val_returns: np.ndarray) -> str | None:
@@ -314,25 +331,30 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
 
 
 def report(run: Run, state: RunState, summary: dict, validation_only: bool) -> None:
-    """Stage 5 (process 0): summary.json, timings.json, the per-bar validation returns of a
-    sweep or the HTML report of a run; then the resume state is removed (the run is done)."""
+    """Stage 5 (process 0): summary.json, the per-bar validation returns of a sweep or the
+    HTML report of a run, timings.json (stages included); then the resume state is removed
+    (the run is done)."""
     run_dir, c = run.run_dir, run.cohort
     done = state.progress.epochs_done
     write_json(run_dir / "summary.json", summary)
+    with run.clock.stage("report"):
+        if validation_only:
+            np.savez_compressed(run_dir / "validation_returns.npz",
+                                val_returns=state.records.val_returns[:done],
+                                fold=[m.fold for m in c.groups],
+                                setting=[m.setting for m in c.groups])
+        else:
+            from rl_trader.report import write_report
+
+            write_report(run_dir)
     write_json(run_dir / "timings.json", {
         "seconds_total": time.time() - run.t_start,
         "seconds_per_epoch": state.progress.epoch_seconds,
+        # this process's stages since it started (a resumed run: since the resume)
+        "stage_seconds": run.clock.rounded(),
         "members": len(c.members), "devices": int(c.mesh.devices.size),
         "processes": jax.process_count(),
         "device": describe_device()})
-    if validation_only:
-        np.savez_compressed(run_dir / "validation_returns.npz",
-                            val_returns=state.records.val_returns[:done],
-                            fold=[m.fold for m in c.groups], setting=[m.setting for m in c.groups])
-    else:
-        from rl_trader.report import write_report
-
-        write_report(run_dir)
     shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
 
 

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from rl_trader.buckets import bucket
 from rl_trader.config import RunConfig
 from rl_trader.env import PORTFOLIO_NAMES, Prices
 from rl_trader.features import (
@@ -36,11 +37,13 @@ class Obs:
 
 @struct.dataclass
 class FoldData:
-    """Device arrays of one fold over the whole bar range [0, T)."""
+    """Device arrays of one fold over the whole bar range [0, T), padded to T_b = bucket(T)
+    bars with copies of bar T − 1 (`buckets`): a read past the last bar sees what an
+    index clamped to T − 1 would, so results do not depend on the padding."""
 
-    features: jax.Array  # float32 [T, F], normalised with train statistics
-    prices: Prices  # float32 [T]
-    aux_target: jax.Array  # float32 [T]: next-bar log return / train std (used at t < end − 1)
+    features: jax.Array  # float32 [T_b, F], normalised with train statistics
+    prices: Prices  # float32 [T_b]
+    aux_target: jax.Array  # float32 [T_b]: next-bar log return / train std (used at t < end − 1)
     train: jax.Array  # int32 [2]: half-open bar range
     val: jax.Array  # int32 [2]
     test: jax.Array  # int32 [2]
@@ -59,13 +62,29 @@ def make_fold_data(open_: np.ndarray, close: np.ndarray, feats: MarketFeatures, 
                    clip: float) -> FoldData:
     """Fit the normaliser on `fold.train` and move the fold's arrays to the device."""
     norm, scale = fold_normaliser(feats.values, close, fold)
-    aux = np.clip(next_bar_log_return(close) / scale, -clip, clip).astype(np.float32)
-    return FoldData(
-        features=jnp.asarray(normalise(feats.values, norm, clip)),
-        prices=Prices(open=jnp.asarray(open_, jnp.float32), close=jnp.asarray(close, jnp.float32)),
-        aux_target=jnp.asarray(aux),
-        train=jnp.asarray(fold.train, jnp.int32), val=jnp.asarray(fold.val, jnp.int32),
-        test=jnp.asarray(fold.test, jnp.int32))
+    aux = np.clip(next_bar_log_return(close) / scale, -clip, clip)
+    return device_fold_data(normalise(feats.values, norm, clip), open_, close, aux,
+                            fold.train, fold.val, fold.test)
+
+
+def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
+                     aux_target: np.ndarray, train, val, test) -> FoldData:
+    """`FoldData` from host arrays over T bars (features [T, F], the rest [T]) and segment
+    bounds (half-open bar ranges): float32 on the device, the bar axis padded to `bucket(T)`
+    with copies of bar T − 1 (`pad_bars`)."""
+    return FoldData(features=pad_bars(features),
+                    prices=Prices(open=pad_bars(open_), close=pad_bars(close)),
+                    aux_target=pad_bars(aux_target),
+                    train=jnp.asarray(train, jnp.int32), val=jnp.asarray(val, jnp.int32),
+                    test=jnp.asarray(test, jnp.int32))
+
+
+def pad_bars(x: np.ndarray) -> jax.Array:
+    """A host array over T bars (axis 0) as float32 on the device, padded to `bucket(T)` bars
+    with copies of bar T − 1 (converted on the host: no device program per length)."""
+    x = np.asarray(x, np.float32)
+    pad = bucket(len(x)) - len(x)
+    return jnp.asarray(np.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1), mode="edge"))
 
 
 def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.ndarray,

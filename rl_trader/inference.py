@@ -26,12 +26,13 @@ import numpy as np
 from rl_trader import env
 from rl_trader import evaluate as ev
 from rl_trader.agent import TrainState, init_train_state, policy_params
+from rl_trader.buckets import bucket, trim
 from rl_trader.checkpoint import FoldCheckpoints, fingerprint
 from rl_trader.config import RunConfig, config_from_dict
 from rl_trader.data import Bars
 from rl_trader.errors import InputError
 from rl_trader.features import Normaliser, compute_features, next_bar_log_return, normalise
-from rl_trader.fold_data import FoldData, observe
+from rl_trader.fold_data import FoldData, device_fold_data, observe
 from rl_trader.metrics import geometric_mean_positive, sharpe
 from rl_trader.networks import Obs, QNetwork, QOut
 from rl_trader.rundir import write_json
@@ -153,12 +154,9 @@ def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
                          f"({len(feats.names)}, warm-up {feats.first_valid})")
     clip = float(info["clip"])
     aux = np.clip(next_bar_log_return(bars.close) / float(info["aux_scale"]), -clip, clip)
-    segment = jnp.asarray([policy.start, n], jnp.int32)
-    return FoldData(features=jnp.asarray(normalise(feats.values, policy.normaliser, clip)),
-                    prices=env.Prices(open=jnp.asarray(bars.open, jnp.float32),
-                                      close=jnp.asarray(bars.close, jnp.float32)),
-                    aux_target=jnp.asarray(aux, jnp.float32),
-                    train=segment, val=segment, test=segment)
+    segment = [policy.start, n]
+    return device_fold_data(normalise(feats.values, policy.normaliser, clip), bars.open,
+                            bars.close, aux, segment, segment, segment)
 
 
 def held_state(t: int, position: float, data: FoldData) -> env.EnvState:
@@ -260,9 +258,9 @@ def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, ev.Rollout], e
     data = market_data(policy, bars, min_returns=2)
     cfg, ppy, info = policy.cfg, float(policy.info["periods_per_year"]), policy.info
     start, end = policy.start, len(bars)
-    agent = jax.tree.map(np.asarray, _agent_rollout(policy.params, data, start, end - start,
-                                                    cfg))
-    policies, metrics, rand = compare(agent, data, start, end - start, cfg, ppy, None)
+    steps = bucket(end - start)
+    agent = trim(_agent_rollout(policy.params, data, start, steps, cfg), end - start, axis=0)
+    policies, metrics, rand = compare(agent, data, start, end - start, steps, cfg, ppy, None)
     rand_sharpes = [float(sharpe(r, ppy)) for r in np.asarray(rand.returns, np.float64)]
     returns = np.asarray(agent.returns, np.float64)
     dates = bars.dates[start:end]

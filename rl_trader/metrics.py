@@ -32,19 +32,27 @@ def _host(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64).reshape(-1)
 
 
-def sharpe(returns, periods_per_year: float):
+def sharpe(returns, periods_per_year: float, valid=None):
     """Annualised Sharpe ratio: mean(r) / std(r, ddof=1) · √periods_per_year (0 risk-free).
 
     Reduces over the last axis. Returns 0 when the standard deviation is 0 (e.g. a flat policy,
-    or any constant series: max == min) or there are < 2 returns.
+    or any constant series: max == min) or there are < 2 returns. `valid` (an int, or a traced
+    scalar inside `jit`): only the first `valid` returns count, the rest being the padding of a
+    shape bucket (`buckets`).
     """
     xp = _xp(returns)
     n = returns.shape[-1]
-    if n < 2:
-        return xp.zeros(returns.shape[:-1])
-    mean = returns.mean(-1)
-    std = xp.sqrt(((returns - mean[..., None]) ** 2).sum(-1) / (n - 1))
-    ok = (std > 0) & (returns.max(-1) > returns.min(-1))  # constant ⇒ 0, not a 1e-18 residue
+    if valid is None:
+        if n < 2:
+            return xp.zeros(returns.shape[:-1])
+        mask, count = xp.ones(n, bool), n
+    else:
+        mask, count = xp.arange(n) < valid, xp.maximum(valid, 2)
+    r = xp.where(mask, returns, 0.0)
+    mean = r.sum(-1) / count
+    std = xp.sqrt((xp.where(mask, returns - mean[..., None], 0.0) ** 2).sum(-1) / (count - 1))
+    spread = (xp.where(mask, returns, -xp.inf).max(-1) > xp.where(mask, returns, xp.inf).min(-1))
+    ok = (std > 0) & spread  # constant ⇒ 0, not a 1e-18 residue; < 2 valid ⇒ no spread
     safe = xp.where(ok, std, 1.0)
     return xp.where(ok, mean / safe * math.sqrt(periods_per_year), 0.0)
 

@@ -160,7 +160,7 @@ def build(prep: Prepared, devices: int | None = None) -> Cohort:
                                        mesh)
     groups = members[::n_seeds]
     return Cohort(members=members, settings=settings, n_seeds=n_seeds, fold_data=fold_data,
-                  mesh=mesh, pop=Population(make_train(cfg, prep.periods_per_year, prep.val_len),
+                  mesh=mesh, pop=Population(make_train(cfg, prep.periods_per_year, prep.val_steps),
                                             mesh),
                   keys=keys, data=data, hps=hps,
                   val_data=stack([fold_data[m.fold] for m in groups]),

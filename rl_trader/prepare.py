@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rl_trader.buckets import bucket
 from rl_trader.config import RunConfig
 from rl_trader.data import SYNTHETIC_PREFIX, Bars, load
 from rl_trader.features import MarketFeatures, compute_features
@@ -38,6 +39,26 @@ class Prepared:
         """Bars per test block (equal in every fold)."""
         return self.folds[0].test[1] - self.folds[0].test[0]
 
+    @property
+    def val_steps(self) -> int:
+        """Steps a validation rollout runs (≥ `val_len`), see `_bucket_steps`."""
+        return self._bucket_steps()[0]
+
+    @property
+    def test_steps(self) -> int:
+        """Steps a test rollout runs (≥ `test_len`), see `_bucket_steps`."""
+        return self._bucket_steps()[1]
+
+    def _bucket_steps(self) -> tuple[int, int]:
+        """(validation, test) rollout steps shared by every file length in this one's shape
+        bucket: the segment lengths the fold layout would have on `bucket(T)` bars (block
+        lengths grow with T), each rounded up to its own bucket."""
+        cfg, first_bar = self.cfg, self.features.first_valid + self.cfg.features.lookback
+        widest = make_folds(bucket(len(self.bars)), first_bar, cfg.folds,
+                            cfg.features.lookback, cfg.agent.n_step)[0]
+        return (bucket(max(self.val_len, widest.val[1] - widest.val[0])),
+                bucket(max(self.test_len, widest.test[1] - widest.test[0])))
+
     def fold_data(self, k: int) -> FoldData:
         """Fold k's device arrays, normalised with statistics fit on its train segment."""
         return make_fold_data(self.bars.open, self.bars.close, self.features, self.folds[k],
@@ -56,7 +77,7 @@ def prepare(cfg: RunConfig) -> Prepared:
     else:
         bars = load(cfg.data.path)
     feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
-    first_bar = feats.first_valid + cfg.features.lookback
+    first_bar = feats.first_valid + cfg.features.lookback  # as in Prepared._bucket_steps
     folds = make_folds(len(bars), first_bar, cfg.folds, cfg.features.lookback, cfg.agent.n_step)
     ppy = cfg.data.periods_per_year or bars.periods_per_year()
     return Prepared(cfg=cfg, bars=bars, features=feats, folds=folds, periods_per_year=ppy,

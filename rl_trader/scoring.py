@@ -13,11 +13,12 @@ import numpy as np
 
 from rl_trader import evaluate as ev
 from rl_trader.agent import policy_params
+from rl_trader.buckets import trim
 from rl_trader.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.config import RunConfig
 from rl_trader.devices import describe_device
 from rl_trader.env import PORTFOLIO_NAMES
-from rl_trader.fold_data import FoldData
+from rl_trader.fold_data import FoldData, pad_bars
 from rl_trader.headline import headline
 from rl_trader.metrics import performance, sharpe_of
 from rl_trader.population import Population, stack, take
@@ -36,20 +37,21 @@ def _named(names, weights) -> dict[str, float]:
     return {n: float(x) for n, x in zip(names, mean, strict=True)}
 
 
-def compare(agent: ev.Rollout, data: FoldData, start: int, length: int, cfg: RunConfig,
-            ppy: float, val_length: int | None
+def compare(agent: ev.Rollout, data: FoldData, start: int, length: int, steps: int,
+            cfg: RunConfig, ppy: float, val_steps: int | None
             ) -> tuple[dict[str, ev.Rollout], dict[str, dict], ev.Rollout]:
     """The agent's rollout beside the baselines over bars [start, start + length) of `data`,
     same fills and costs: (rollouts by name, the random policy's first seed standing for it),
     metrics by name (the random policy's: the mean over `N_RANDOM_SEEDS` seeds), and the
-    random policy's rollouts (leaves [R, bars]). `val_length`: the fold's validation bars, on
-    which ridge chooses its penalty; None (a backtest on new bars, which has no train or
-    validation block) leaves out the baselines fit to the training data
-    (`evaluate.FITTED_BASELINES`)."""
+    random policy's rollouts (leaves [R, bars]). The baselines run `steps` ≥ `length` steps
+    (a shape bucket, `Prepared.test_steps`), cut back to `length`. `val_steps`: the steps of
+    the validation rollouts on which ridge chooses its penalty (`Prepared.val_steps`); None (a
+    backtest on new bars, which has no train or validation block) leaves out the baselines fit
+    to the training data (`evaluate.FITTED_BASELINES`)."""
     random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
-    base = jax.tree.map(np.asarray, ev.baseline_rollouts(data, start, length, cfg, random_keys,
-                                                         val_length))
-    rand = base.pop("random")
+    base = ev.baseline_rollouts(data, start, steps, cfg, random_keys, val_steps)
+    rand = trim(base.pop("random"), length, axis=1)
+    base = trim(base, length, axis=0)
     policies = {"agent": agent, **base, "random": take(rand, 0)}
     metrics = {name: perf_of(r, ppy) for name, r in policies.items() if name != "random"}
     metrics["random"], _ = _over_seeds(rand, ppy)
@@ -97,13 +99,13 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
                 stitched: dict[str, list]) -> dict:
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
-    policies, metrics, rand = compare(agent, data, f.test[0], test_len, cfg, ppy,
-                                      prep.val_len)
+    policies, metrics, rand = compare(agent, data, f.test[0], test_len, prep.test_steps, cfg,
+                                      ppy, prep.val_steps)
     _, rand_sharpes = _over_seeds(rand, ppy)
     if prep.oracle_position is not None:
-        policies["oracle"] = ev.oracle_rollout(
-            jax.numpy.asarray(prep.oracle_position, jax.numpy.float32), data, data.test[0],
-            test_len, cfg)
+        policies["oracle"] = trim(ev.oracle_rollout(
+            pad_bars(prep.oracle_position), data, data.test[0], prep.test_steps, cfg),
+            test_len, axis=0)
     for name, r in policies.items():
         stitched[name].append(r)
     stitched["random_seeds"].append(rand)
@@ -154,11 +156,12 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
     stitched: dict[str, list] = {name: [] for name in ("agent", *ev.BASELINES, "oracle",
                                                        "random_seeds")}
     if scored:
-        test_len = prep.test_len
         data = stack([fold_data[k] for k in scored])
         params = stack([policy_params(learners[k], cfg.train.eval_params) for k in scored])
-        tests = Population(pop.trainer).evaluate(params, data, data.test[:, 0], test_len,
-                             jax.random.split(jax.random.PRNGKey(cfg.seed + 1), len(scored)))
+        tests = trim(Population(pop.trainer).evaluate(
+            params, data, data.test[:, 0], prep.test_steps,
+            jax.random.split(jax.random.PRNGKey(cfg.seed + 1), len(scored))),
+            prep.test_len, axis=1)
         for j, k in enumerate(scored):
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
                                      history[k], stitched)

@@ -80,8 +80,10 @@ class TrainResult:
     metrics: EpochMetrics  # leaves [E]
 
 
-def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trainer:
-    """Build the pure, jittable functions of a training run for one configuration."""
+def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Trainer:
+    """Build the pure, jittable functions of a training run for one configuration.
+    `val_steps`: the steps of `train`'s validation rollouts (`Prepared.val_steps`, the shape
+    bucket of the validation length); their Sharpe counts the fold's validation bars only."""
     acfg, tcfg, lookback = cfg.agent, cfg.train, cfg.features.lookback
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
     total_steps = tcfg.epochs * tcfg.steps_per_epoch
@@ -192,8 +194,8 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_length: int) -> Trai
             runner, metrics = epoch(runner, fold, hp)
             acting = agent.policy_params(runner.learner, tcfg.eval_params)
             val = evaluate(jax.tree.map(lambda x: x[None], acting), fold, fold.val[0],
-                           val_length, runner.key)  # an ensemble of one
-            s = sharpe(val.returns, periods_per_year)
+                           val_steps, runner.key)  # an ensemble of one
+            s = sharpe(val.returns, periods_per_year, valid=fold.val[1] - fold.val[0])
             better = improves(s, best_sharpe)  # the one selection rule
             best_params = jax.tree.map(lambda a, b: jnp.where(better, a, b),
                                        acting, best_params)

@@ -141,3 +141,15 @@ def test_geometric_mean_positive():
     assert M.geometric_mean_positive([1.0, 4.0]) == pytest.approx(2.0)
     assert M.geometric_mean_positive([1.0, -1.0]) is None
     assert M.geometric_mean_positive([]) is None
+
+
+def test_sharpe_of_a_padded_series_counts_only_the_valid_returns():
+    rng = np.random.default_rng(3)
+    r = rng.normal(0.001, 0.01, 300)
+    padded = np.concatenate([r, np.full(84, r[-1])])  # edge padding, as a shape bucket's
+    want = M.sharpe(r, 252)
+    np.testing.assert_allclose(M.sharpe(padded, 252, valid=300), want, rtol=1e-12)
+    traced = jax.jit(lambda x, n: M.sharpe(x, 252, valid=n))(jnp.asarray(padded, jnp.float32), 300)
+    np.testing.assert_allclose(traced, want, rtol=1e-4)
+    assert M.sharpe(np.r_[1.0, 2.0, 3.0], 252, valid=1) == 0.0  # < 2 valid returns
+    assert M.sharpe(np.r_[0.01, 0.01, 5.0], 252, valid=2) == 0.0  # constant where valid

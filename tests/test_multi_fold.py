@@ -48,6 +48,12 @@ def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run, capsys):
         np.testing.assert_array_equal(z["random_seeds"][0], z["random"])  # random: seed 0
     lo, hi = summary["stitched_random_test_sharpe_band"]
     assert lo <= hi and set(summary["stitched_random"]) == set(summary["stitched"]["random"])
+    timings = json.loads((run_dir / "timings.json").read_text())
+    stages = timings["stage_seconds"]  # where the time went, every stage of the run
+    assert set(stages) == {"population", "start", "train_program", "validation", "diagnostics",
+                           "checkpoints", "resume_state", "score", "report"}
+    assert all(v >= 0 for v in stages.values())
+    assert sum(stages.values()) <= timings["seconds_total"] + 1e-3
 
 
 def test_the_runs_table_reads_a_real_summary(smoke_run):

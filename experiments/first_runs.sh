@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Wall-clock of a new user's first runs (issue 14's table): `make train FOLDS=3` with an empty
+# compilation cache, the same warm, then a file of another length in the same shape bucket
+# (the embedded S&P 500 without its first 600 bars), warm; and how many compiled programs
+# each run added to the persistent cache.
+#   experiments/first_runs.sh OUT        (PYTHON=python3 by default; extra options in ARGS)
+set -euo pipefail
+out=$1
+mkdir -p "$out"
+PY=${PYTHON:-python3}
+export RL_TRADER_JAX_CACHE=${RL_TRADER_JAX_CACHE:-$(mktemp -d)/jax}
+runs=$(mktemp -d)
+$PY - "$runs/short.csv" <<'PYEOF'
+import gzip, sys
+from importlib import resources
+rows = gzip.decompress((resources.files("rl_trader.data") / "sp500.csv.gz").read_bytes())
+lines = rows.decode().splitlines()
+open(sys.argv[1], "w").write("\n".join([lines[0]] + lines[601:]) + "\n")
+PYEOF
+entries() { { find "$RL_TRADER_JAX_CACHE" -type f -printf '%f\n' 2>/dev/null || true; } | sort; }
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+start=$(date +%s.%N)
+$PY -c "import rl_trader, jax; jax.devices()"
+echo "startup (import rl_trader + jax, device init): $(since "$start") s" \
+  | tee "$out/first_runs.txt"
+for name in cold warm other_length; do
+  data=()
+  [[ $name == other_length ]] && data=(--data "$runs/short.csv")
+  entries > "$runs/before"
+  start=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  $PY -m experiments.multi_fold --folds 3 "${data[@]}" --run-dir "$runs/$name" ${ARGS:-} \
+    > "$out/$name.log" 2>&1
+  wall=$(since "$start")
+  new=$(entries | comm -13 "$runs/before" -)
+  echo "$name: ${wall} s wall, $(grep -c . <<< "$new" || true) new cache entries," \
+       "$(grep -o 'stitched test Sharpe [+-][0-9.]*' "$out/$name.log")" | tee -a "$out/first_runs.txt"
+  [[ $name == cold || -z $new ]] || echo "$new" | sed 's/^/  new: /' | tee -a "$out/first_runs.txt"
+  cp "$runs/$name/timings.json" "$out/$name.timings.json"
+done
