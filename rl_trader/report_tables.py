@@ -50,8 +50,9 @@ def headline(s: dict) -> str:
         oracle = s["stitched_oracle_test_sharpe"]
         ok = num(sharpe) != "n/a" and num(oracle) != "n/a" and oracle != 0
         ratio = sharpe / oracle if ok else None
-        items.append(f"<li>oracle (trades the planted signal, same fills and costs): stitched "
-                     f"Sharpe <b>{num(oracle)}</b>; agent / oracle <b>{num(ratio, '.2f')}</b></li>")
+        items.append(f"<li>oracle (the best causal forecast of the planted signal, same fills "
+                     f"and costs): stitched Sharpe <b>{num(oracle)}</b>; agent / oracle "
+                     f"<b>{num(ratio, '.2f')}</b></li>")
     return f'<div class="headline">{items[0]}<ul>{"".join(items[1:])}</ul></div>'
 
 
