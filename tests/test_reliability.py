@@ -9,12 +9,12 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from helpers import TINY_ARGS
 
 from experiments.multi_fold import main
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--preset", "smoke", "--data", "synthetic:ar1:1200:2", "--folds", "2", "--epochs", "3",
-        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8"]
+TINY = [*TINY_ARGS, "--data", "synthetic:ar1:1200:2"]
 
 
 def run_cli(args, kill_at=None):
