@@ -1,4 +1,4 @@
-"""Shared test helpers: random observations and host-filled network params."""
+"""Shared test helpers: random observations, host-filled network params, the tiny run."""
 
 import dataclasses
 
@@ -6,8 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl_trader.config import AgentConfig, FoldConfig, RunConfig, TrainConfig, preset
+from rl_trader.config import RunConfig
 from rl_trader.networks import Obs
+from rl_trader.options import config_from_args, run_parser
 
 F, L, P = 3, 5, 5  # market vars, look-back, portfolio vars of the small test networks
 
@@ -41,13 +42,18 @@ def init_params(module, *args, seed=0):
     return jax.tree_util.tree_map_with_path(fill, shapes)
 
 
+# The tiny main-job run: smoke network, 2 folds, 3 epochs of 8 steps × 4 envs, batch 8; with
+# 1,200 bars of data (`--data synthetic:<market>:1200:<seed>` or the gate's `--bars 1200`) it
+# is the same set of compiled programs whatever the market and seeds, so every test that
+# trains it (in this process or in a subprocess) shares one compilation (tests/conftest.py).
+# A kill-and-resume test needs its >= 2 epochs.
+TINY_ARGS = ["--preset", "smoke", "--folds", "2", "--epochs", "3", "--envs", "4",
+             "--steps-per-epoch", "8", "--batch", "8"]
+
+
 def tiny_config(n_envs: int = 4) -> RunConfig:
-    """A seconds-long run on the CPU: smoke network, 2 folds of a 1,200-bar AR(1) market."""
-    smoke = preset("smoke")
-    return dataclasses.replace(
-        smoke,
-        data=dataclasses.replace(smoke.data, path="synthetic:ar1:1200:1"),
-        folds=FoldConfig(n_folds=2),
-        agent=AgentConfig(batch_size=8, replay_capacity=32, n_step=2),
-        train=TrainConfig(epochs=2, n_envs=n_envs, steps_per_epoch=12, prefill_steps=4,
-                          seeds=1))
+    """A seconds-long run on the CPU: `TINY_ARGS` on 1,200 bars of an AR(1) market (the same
+    programs as the command-line tests' tiny runs when `n_envs` is 4)."""
+    args = run_parser("tiny_config", "").parse_args([*TINY_ARGS, "--data", "synthetic:ar1:1200:1"])
+    cfg = config_from_args(args)
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, n_envs=n_envs))

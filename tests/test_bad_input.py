@@ -7,7 +7,8 @@ interrupted run — is byte-for-byte as before, and the `--run-dir` given does n
 
 Every case passes the tiny `--preset smoke --folds 2 --epochs 1 --envs 4 ...` options, and training
 itself is replaced by a function that fails the test: a case wrongly let through fails at once
-instead of training. Only `test_disk_full_after_training_then_resume` really trains (seconds).
+instead of training. Only `test_disk_full_after_training_then_resume` really trains (seconds: the
+tiny run of `helpers.TINY_ARGS`, whose programs the other tests that train share).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import TINY_ARGS
 
 from experiments.multi_fold import main
 from rl_trader import experiment
@@ -362,7 +364,7 @@ def test_disk_full_after_training_then_resume(tmp_path: Path, monkeypatch, capsy
     disk_full_at("summary.json")(monkeypatch)
     capsys.readouterr()
 
-    code = main([*FAST, *SYNTH, "--run-dir", str(run_dir)])
+    code = main([*TINY_ARGS, *SYNTH, "--run-dir", str(run_dir)])
 
     err = capsys.readouterr().err.strip()
     assert code == 1, err

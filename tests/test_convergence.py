@@ -1,17 +1,17 @@
 """The release gate: its exit codes, its JSON of figures, and the goals' definitions.
 
-The tiny gate runs train as tests/test_reliability.py's TINY run does (smoke preset, 1,200 bars,
-2 folds, 3 epochs of 8 steps × 4 envs): the same programs, so one compilation cache serves both.
+The tiny gate runs train the tiny run (`helpers.TINY_ARGS` on 1,200 bars), as the other tests
+that train do: the same programs, so the session's compilation cache serves them all.
 """
 
 import json
 
 import pytest
+from helpers import TINY_ARGS
 
 from experiments.convergence import GATE_SEED_BASE, check_goals, main
 
-GATE = ["--preset", "smoke", "--bars", "1200", "--runs", "1", "--folds", "2", "--epochs", "3",
-        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8"]
+GATE = [*TINY_ARGS, "--bars", "1200", "--runs", "1"]
 TRIVIAL = ["--oracle-floor", "-100", "--ridge-floor", "-100", "--dsr-max", "1.0"]
 
 

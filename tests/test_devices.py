@@ -35,8 +35,7 @@ print("RESULT " + json.dumps(out))
 def layouts(tmp_path_factory):
     base = tmp_path_factory.mktemp("devices")
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
-           "RL_TRADER_JAX_CACHE": str(base / "cache")}
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}  # the session's cache
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(base)], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -3,7 +3,8 @@
 Each process has 2 fake CPU devices, so the mesh spans 4 devices in 2 processes; the population
 of 2 folds is padded to 4. Fold k's checkpoints are written by its owner, process k; process 0
 writes summary.json and the report. The two-process run is killed after its first epoch and
-resumed by two processes with --resume.
+resumed by two processes with --resume. The options are the tiny run's (`helpers.TINY_ARGS`), so
+the one-process run reuses the programs other tests compiled.
 """
 
 import json
@@ -14,12 +15,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from helpers import TINY_ARGS
 
 from rl_trader.checkpoint import FoldCheckpoints
 
 ROOT = Path(__file__).resolve().parents[1]
-ARGS = ["--preset", "smoke", "--data", "synthetic:ar1:1200:4", "--folds", "2", "--epochs", "2",
-        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8"]
+ARGS = [*TINY_ARGS, "--data", "synthetic:ar1:1200:4"]  # 3 epochs
 
 
 def free_port() -> int:
@@ -45,31 +46,43 @@ def two_processes(args: list[str], env: dict) -> list[tuple[int, str, str]]:
 
 
 def test_two_processes_killed_and_resumed_match_one(tmp_path):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
-           "RL_TRADER_JAX_CACHE": "off"}
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
     single = subprocess.run([sys.executable, "-m", "experiments.multi_fold", *ARGS,
                              "--run-dir", str(tmp_path / "one")], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300)  # the session's cache
     assert single.returncode == 0, single.stderr[-2000:]
-    env2 = {**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    # No compilation cache for the two processes: on the CPU their cache keys differ (each
+    # process's device topology is hashed) and only process 0 writes, so process 0 alone would
+    # load its programs while process 1 compiles them; process 0 then waits at the first gloo
+    # collective and, past gloo's 30 s rendezvous deadline, fails (seen with process 1 slowed
+    # on a busy core). Compiling in both keeps them in step.
+    env2 = {**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+            "RL_TRADER_JAX_CACHE": "off"}
     two = tmp_path / "two"
     killed = two_processes(ARGS + ["--run-dir", str(two)], {**env2, "RL_TRADER_KILL_AT": "saved:0"})
     assert [rc for rc, _, _ in killed] == [-9, -9], killed[0][1][-3000:]
     assert not (two / "summary.json").exists()
+    for k in range(2):  # epoch 0, saved by the killed run: by fold k's owner, process k
+        with FoldCheckpoints(two / f"fold_{k}" / "checkpoints", "", {}, read_only=True) as c:
+            assert c.metadata(0)["process"] == k
     resumed = two_processes(["--run-dir", str(two), "--resume"], env2)
     for rc, err, _ in resumed:
         assert rc == 0, err[-3000:]
-    assert "resuming after epoch 0 of 0..1" in resumed[0][2]  # not a fresh start
+    assert "resuming after epoch 0 of 0..2" in resumed[0][2]  # not a fresh start
     one = json.loads((tmp_path / "one" / "summary.json").read_text())
     both = json.loads((two / "summary.json").read_text())
     timings = json.loads((two / "timings.json").read_text())
     assert timings["processes"] == 2 and timings["devices"] == 4
-    assert [len(f["epochs"]) for f in both["folds"]] == [2, 2]
+    assert [len(f["epochs"]) for f in both["folds"]] == [3, 3]
     np.testing.assert_allclose([f["test_sharpe"] for f in both["folds"]],
                                [f["test_sharpe"] for f in one["folds"]], atol=1e-4)
     np.testing.assert_allclose([f["val_sharpe"] for f in both["folds"]],
                                [f["val_sharpe"] for f in one["folds"]], atol=1e-4)
-    for k in range(2):  # epoch 0 saved by the killed run, epoch 1 by the resumed one
-        with FoldCheckpoints(two / f"fold_{k}" / "checkpoints", both["fingerprint"], {}) as c:
-            assert [c.metadata(e)["process"] for e in (0, 1)] == [k, k]
+    for k in range(2):  # the epochs kept (the best two and the latest, 2, saved by the
+        # resumed run) were all saved by process k
+        ckpts = two / f"fold_{k}" / "checkpoints"
+        kept = sorted(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
+        assert kept[-1] == 2
+        with FoldCheckpoints(ckpts, both["fingerprint"], {}) as c:
+            assert [c.metadata(e)["process"] for e in kept] == [k] * len(kept)
     assert not (two / "resume").exists()

@@ -9,17 +9,17 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from helpers import TINY_ARGS
 
 from experiments.multi_fold import main
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--preset", "smoke", "--data", "synthetic:ar1:1200:2", "--folds", "2", "--epochs", "3",
-        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8"]
+TINY = [*TINY_ARGS, "--data", "synthetic:ar1:1200:2"]
 
 
-def run_cli(args, cache, kill_at=None):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "RL_TRADER_JAX_CACHE": str(cache),
-           "PYTHONPATH": str(ROOT)}
+def run_cli(args, kill_at=None):
+    """`python -m experiments.multi_fold ARGS`; the session's compilation cache (conftest.py)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
     env.pop("RL_TRADER_KILL_AT", None)
     if kill_at:
         env["RL_TRADER_KILL_AT"] = kill_at
@@ -29,17 +29,16 @@ def run_cli(args, cache, kill_at=None):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """An uninterrupted run's summary.json bytes (and the shared compilation cache)."""
+    """An uninterrupted run's summary.json bytes."""
     base = tmp_path_factory.mktemp("rel")
-    cache = base / "jax_cache"
-    out = run_cli(TINY + ["--run-dir", str(base / "ref")], cache)
+    out = run_cli(TINY + ["--run-dir", str(base / "ref")])
     assert out.returncode == 0, out.stderr
-    return (base / "ref" / "summary.json").read_bytes(), cache, base
+    return (base / "ref" / "summary.json").read_bytes(), base
 
 
 def test_same_seed_gives_byte_identical_summary(reference):
-    ref, cache, base = reference
-    out = run_cli(TINY + ["--run-dir", str(base / "again")], cache)
+    ref, base = reference
+    out = run_cli(TINY + ["--run-dir", str(base / "again")])
     assert out.returncode == 0, out.stderr
     assert (base / "again" / "summary.json").read_bytes() == ref
     assert not (base / "again" / "resume").exists()  # removed once complete
@@ -49,12 +48,12 @@ def test_same_seed_gives_byte_identical_summary(reference):
 
 @pytest.mark.parametrize("kill_at", ["epoch:1", "saving:1", "saved:0", "scoring"])
 def test_sigkill_then_resume_equals_uninterrupted(reference, kill_at):
-    ref, cache, base = reference
+    ref, base = reference
     run_dir = base / f"killed_{kill_at.replace(':', '_')}"
-    out = run_cli(TINY + ["--run-dir", str(run_dir)], cache, kill_at=kill_at)
+    out = run_cli(TINY + ["--run-dir", str(run_dir)], kill_at=kill_at)
     assert out.returncode == -9, out.stderr  # really killed by SIGKILL
     assert not (run_dir / "summary.json").exists()
-    again = run_cli(["--resume", "--run-dir", str(run_dir)], cache)
+    again = run_cli(["--resume", "--run-dir", str(run_dir)])
     assert again.returncode == 0, again.stderr
     assert (run_dir / "summary.json").read_bytes() == ref
 
