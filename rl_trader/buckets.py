@@ -2,10 +2,11 @@
 
 An XLA program is compiled for its array shapes. The bar count of a file and the lengths of its
 segments would make every new file compile every program again; instead the bar axis is padded
-to `bucket(T)` bars (edge copies of the last bar, `fold_data.make_fold_data`) and rollouts run
-`bucket(length)` steps, their results cut to the true length on the host (`trim`) or masked
-inside a program (`metrics.sharpe(..., valid=n)`). Buckets are m·2^k with m ∈ {4, …, 8}, so
-padding adds less than 25 %: 5,000 → 5,120, 7,983 → 8,192, 1,234 → 1,280.
+to `bucket(T)` bars (edge copies of the last bar, `fold_data.pad_bars`) and rollouts run a
+bucketed number of steps (`Prepared.val_steps`, `test_steps`), their results cut to the true
+length on the host (`trim`) or masked inside a program (`metrics.sharpe(..., valid=n)`).
+Buckets are m·2^k with m ∈ {4, …, 8}, so padding adds less than 25 %: 5,000 → 5,120,
+7,983 → 8,192, 1,234 → 1,280.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ fold k's arrays (features normalised with fold k's train statistics) to the devi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,20 +43,20 @@ class Prepared:
     @property
     def val_steps(self) -> int:
         """Steps a validation rollout runs (≥ `val_len`), see `_bucket_steps`."""
-        return self._bucket_steps()[0]
+        return self._bucket_steps[0]
 
     @property
     def test_steps(self) -> int:
         """Steps a test rollout runs (≥ `test_len`), see `_bucket_steps`."""
-        return self._bucket_steps()[1]
+        return self._bucket_steps[1]
 
+    @functools.cached_property
     def _bucket_steps(self) -> tuple[int, int]:
         """(validation, test) rollout steps shared by every file length in this one's shape
         bucket: the segment lengths the fold layout would have on `bucket(T)` bars (block
         lengths grow with T), each rounded up to its own bucket."""
-        cfg, first_bar = self.cfg, self.features.first_valid + self.cfg.features.lookback
-        widest = make_folds(bucket(len(self.bars)), first_bar, cfg.folds,
-                            cfg.features.lookback, cfg.agent.n_step)[0]
+        cfg = self.cfg
+        widest = _layout(bucket(len(self.bars)), self.features, cfg)[0]
         return (bucket(max(self.val_len, widest.val[1] - widest.val[0])),
                 bucket(max(self.test_len, widest.test[1] - widest.test[0])))
 
@@ -63,6 +64,13 @@ class Prepared:
         """Fold k's device arrays, normalised with statistics fit on its train segment."""
         return make_fold_data(self.bars.open, self.bars.close, self.features, self.folds[k],
                               self.cfg.features.clip)
+
+
+def _layout(n_bars: int, feats: MarketFeatures, cfg: RunConfig) -> list[Fold]:
+    """The folds over `n_bars` bars: the first usable bar is the features' warm-up plus the
+    look-back."""
+    return make_folds(n_bars, feats.first_valid + cfg.features.lookback, cfg.folds,
+                      cfg.features.lookback, cfg.agent.n_step)
 
 
 def prepare(cfg: RunConfig) -> Prepared:
@@ -77,8 +85,7 @@ def prepare(cfg: RunConfig) -> Prepared:
     else:
         bars = load(cfg.data.path)
     feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
-    first_bar = feats.first_valid + cfg.features.lookback  # as in Prepared._bucket_steps
-    folds = make_folds(len(bars), first_bar, cfg.folds, cfg.features.lookback, cfg.agent.n_step)
+    folds = _layout(len(bars), feats, cfg)
     ppy = cfg.data.periods_per_year or bars.periods_per_year()
     return Prepared(cfg=cfg, bars=bars, features=feats, folds=folds, periods_per_year=ppy,
                     oracle_position=oracle_position)

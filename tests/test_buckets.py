@@ -26,9 +26,7 @@ SCRIPT = """
 import json, os, sys
 from pathlib import Path
 from experiments.multi_fold import main
-cache, out = Path(sys.argv[1]), Path(sys.argv[2])
-args = ["--preset", "smoke", "--folds", "2", "--epochs", "1", "--envs", "4",
-        "--steps-per-epoch", "8", "--batch", "8", "--seeds", "1"]
+cache, out, args = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
 counts = []
 for n in (1030, 1250):  # one bar bucket (1,280), segments of ~130 and ~190 bars
     assert main(args + ["--data", f"synthetic:ar1:{n}:1", "--run-dir", str(out / str(n))]) == 0
@@ -37,18 +35,22 @@ print(json.dumps(counts))
 """
 
 
-def test_a_file_of_another_length_compiles_nothing_new(tmp_path):
+def test_a_file_of_another_length_compiles_nothing_new(tmp_path, jax_cache):
     """The second run, on a file of another length in the same buckets, finds every program
-    it needs in the persistent compilation cache: it adds no entry."""
+    it needs in the persistent compilation cache: it adds no entry. The tiny run's options and
+    the session's cache (tests/conftest.py): what the first run compiles, later tests reuse."""
     import json
     import os
     import subprocess
     import sys
 
-    cache = tmp_path / "cache"
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "RL_TRADER_JAX_CACHE": str(cache)}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(cache), str(tmp_path / "runs")],
-                         env=env, capture_output=True, text=True, check=True)
+    from helpers import TINY_ARGS
+
+    cache = str(tmp_path / "cache") if jax_cache == "off" else jax_cache
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "RL_TRADER_JAX_CACHE": cache}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, cache, str(tmp_path / "runs"),
+                          json.dumps(TINY_ARGS)], env=env, capture_output=True, text=True,
+                         check=True)
     first, second = json.loads(out.stdout.strip().splitlines()[-1])
     assert len(first) > 10  # the cache is on and holds the run's programs
     assert second == first, sorted(set(second) - set(first))
