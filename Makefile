@@ -36,6 +36,9 @@ TRAIN_ARGS := --folds $(FOLDS) $(if $(PRESET),--preset $(PRESET)) \
 	$(if $(DATA),--data $(DATA)) $(if $(RUN_DIR),--run-dir $(RUN_DIR)) $(ARGS)
 
 RUNS ?= 3
+# pytest-xdist: modules spread over up to 8 CPU workers, slowest first (tests/conftest.py);
+# TEST_WORKERS= runs them in one process.
+TEST_WORKERS ?= -n auto --maxprocesses 8 --dist loadfile --no-loadscope-reorder
 
 .PHONY: venv train test lint clean convergence bench report runs chromium
 
@@ -51,7 +54,7 @@ train: $(SETUP)
 	$(PY) -m experiments.multi_fold $(TRAIN_ARGS)
 
 test: $(SETUP) chromium
-	JAX_PLATFORMS=cpu $(PY) -m pytest $(PYTEST_ARGS)
+	JAX_PLATFORMS=cpu $(PY) -m pytest $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # Release gate: the main job on each planted market of the family and the random walk, RUNS
 # run seeds each on fresh data seeds (>= 1000, never tuned on); goals in experiments/convergence.py

@@ -154,13 +154,16 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
     """Fresh members (or, with `resume`, the saved ones), the fold checkpoint managers, the
     resume store and the TensorBoard writers."""
     cfg, c = prep.cfg, cohort
-    runners = c.pop.init(c.keys, c.data)
     n_members, n_epochs = len(c.members), cfg.train.epochs
     multi, pid = is_multiprocess(), jax.process_index()
-    template = rows(runners.learner, 0, c.n_seeds, c.mesh)
+    # Zero host arrays with the members' structure (`jax.eval_shape`: nothing is compiled or
+    # copied): the restore templates, and the records' placeholder until the first epoch.
+    zeros = jax.tree.map(lambda s: np.zeros((n_members,) + s.shape[1:], s.dtype),
+                         jax.eval_shape(c.pop.init, c.keys, c.data))
+    template = jax.tree.map(lambda x: x[:c.n_seeds], zeros.learner)
     metrics0 = EpochMetrics(**{f.name: np.zeros((n_epochs, n_members))
                                for f in dataclasses.fields(EpochMetrics)})
-    records = Records(runners=_first_members(runners, n_members),  # no pad members
+    records = Records(runners=zeros,  # no pad members
                       val_returns=np.zeros((n_epochs, len(c.groups), prep.val_len)),
                       metrics=metrics0,
                       diagnostics=Diagnostics.zeros(n_epochs, len(c.groups), prep.val_len))
@@ -189,6 +192,8 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
                              f"run started (sha256 {progress.data_sha256[:12]}… then, "
                              f"{prep.bars.sha256[:12]}… now); start a new run instead")
         log(f"resuming after epoch {progress.epochs_done - 1} of 0..{n_epochs - 1}")
+    else:
+        runners = c.pop.init(c.keys, c.data)
     for ckpt in run.checkpoints:  # epochs saved by a run killed after its last resume point
         if ckpt is not None:
             ckpt.delete_after(progress.epochs_done - 1)

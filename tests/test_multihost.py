@@ -4,7 +4,7 @@ Each process has 2 fake CPU devices, so the mesh spans 4 devices in 2 processes;
 of 2 folds is padded to 4. Fold k's checkpoints are written by its owner, process k; process 0
 writes summary.json and the report. The two-process run is killed after its first epoch and
 resumed by two processes with --resume. The options are the tiny run's (`helpers.TINY_ARGS`), so
-the one-process run reuses the programs other tests compiled.
+the one-process run (in the test's own process) reuses the programs other tests compiled.
 """
 
 import json
@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from helpers import TINY_ARGS
 
+from experiments.multi_fold import main
 from rl_trader.checkpoint import FoldCheckpoints
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,17 +47,15 @@ def two_processes(args: list[str], env: dict) -> list[tuple[int, str, str]]:
 
 
 def test_two_processes_killed_and_resumed_match_one(tmp_path):
+    assert main([*ARGS, "--run-dir", str(tmp_path / "one")]) == 0  # in this process
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
-    single = subprocess.run([sys.executable, "-m", "experiments.multi_fold", *ARGS,
-                             "--run-dir", str(tmp_path / "one")], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=300)  # the session's cache
-    assert single.returncode == 0, single.stderr[-2000:]
     # No compilation cache for the two processes: on the CPU their cache keys differ (each
     # process's device topology is hashed) and only process 0 writes, so process 0 alone would
     # load its programs while process 1 compiles them; process 0 then waits at the first gloo
     # collective and, past gloo's 30 s rendezvous deadline, fails (seen with process 1 slowed
     # on a busy core). Compiling in both keeps them in step.
-    env2 = {**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+    env2 = {**env, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
+            + " --xla_force_host_platform_device_count=2",
             "RL_TRADER_JAX_CACHE": "off"}
     two = tmp_path / "two"
     killed = two_processes(ARGS + ["--run-dir", str(two)], {**env2, "RL_TRADER_KILL_AT": "saved:0"})
