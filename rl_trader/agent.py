@@ -326,13 +326,22 @@ def epsilon(env_steps: jax.Array, total_env_steps: int, cfg: AgentConfig,
     return hp.eps_end + (cfg.eps_start - hp.eps_end) * (1.0 - done)
 
 
+def random_actions(key: jax.Array, n: int, n_direction: int,
+                   n_magnitude: int) -> tuple[jax.Array, jax.Array]:
+    """Uniform random actions for a batch: (direction [N], magnitude [N]) int32 — the actions
+    `epsilon_greedy` takes from the same key at ε = 1, without evaluating the network."""
+    _, k_dir, k_mag = jax.random.split(key, 3)
+    return (jax.random.randint(k_dir, (n,), 0, n_direction).astype(jnp.int32),
+            jax.random.randint(k_mag, (n,), 0, n_magnitude).astype(jnp.int32))
+
+
 def epsilon_greedy(key: jax.Array, q: QOut, epsilon: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Per-branch ε-greedy actions for a batch: (direction [N], magnitude [N]) int32."""
     n = q.q_direction.shape[0]
-    k_explore, k_dir, k_mag = jax.random.split(key, 3)
+    k_explore = jax.random.split(key, 3)[0]
     explore = jax.random.uniform(k_explore, (2, n)) < epsilon
-    rand_dir = jax.random.randint(k_dir, (n,), 0, q.q_direction.shape[-1])
-    rand_mag = jax.random.randint(k_mag, (n,), 0, q.q_magnitude.shape[-1])
+    rand_dir, rand_mag = random_actions(key, n, q.q_direction.shape[-1],
+                                        q.q_magnitude.shape[-1])
     direction = jnp.where(explore[0], rand_dir, jnp.argmax(q.q_direction, -1))
     magnitude = jnp.where(explore[1], rand_mag, jnp.argmax(q.q_magnitude, -1))
     return direction.astype(jnp.int32), magnitude.astype(jnp.int32)

@@ -97,12 +97,19 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         return jax.vmap(env.reset, in_axes=(0, 0, None))(t0, env.episode_stop(t0, end, cfg.env),
                                                          b0)
 
-    def env_step(runner: Runner, fold: FoldData, epsilon: jax.Array) -> tuple[Runner, replay.Step]:
+    def env_step(runner: Runner, fold: FoldData,
+                 epsilon: jax.Array | None) -> tuple[Runner, replay.Step]:
+        """One step of every env: ε-greedy actions, or uniform random ones (the same as at
+        ε = 1, without the network) when `epsilon` is None."""
         key, k_act, k_reset = jax.random.split(runner.key, 3)
         envs = runner.envs
-        port = batch_portfolio(envs, fold.prices)
-        q = net.apply(runner.learner.params, batch_observe(fold, envs.t, port, lookback))
-        direction, magnitude = agent.epsilon_greedy(k_act, q, epsilon)
+        if epsilon is None:
+            direction, magnitude = agent.random_actions(k_act, envs.t.shape[0], env.N_DIRECTIONS,
+                                                        len(cfg.env.magnitudes))
+        else:
+            port = batch_portfolio(envs, fold.prices)
+            q = net.apply(runner.learner.params, batch_observe(fold, envs.t, port, lookback))
+            direction, magnitude = agent.epsilon_greedy(k_act, q, epsilon)
         target = env.target_fraction(direction, magnitude, cfg.env)
         new, out = jax.vmap(env.step, in_axes=(0, 0, None, None))(envs, target, fold.prices,
                                                                     cfg.env)
@@ -134,7 +141,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         prefill = max(tcfg.prefill_steps, acfg.n_step)
 
         def random_step(r, _):
-            r, _ = env_step(r, fold, jnp.float32(1.0))
+            r, _ = env_step(r, fold, None)  # uniform random actions
             return r, None
 
         runner, _ = jax.lax.scan(random_step, runner, None, length=prefill)

@@ -403,6 +403,11 @@ def test_epsilon_greedy():
     # Random, not greedy: about 1/3 and 1/M agree with the argmax by chance.
     assert float(np.mean(d == np.argmax(q.q_direction, -1))) < 0.5
     assert float(np.mean(m == np.argmax(q.q_magnitude, -1))) < 0.5
+    # The prefill's network-free random actions are these, from the same key.
+    rd, rm = agent.random_actions(jax.random.key(10), n, 3, M)
+    assert rd.dtype == jnp.int32 and rm.dtype == jnp.int32
+    np.testing.assert_array_equal(rd, d)
+    np.testing.assert_array_equal(rm, m)
 
 
 def test_epsilon_schedule():
