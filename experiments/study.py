@@ -10,7 +10,12 @@ Per ensemble (fold × setting) it prints:
   the epoch is chosen among the first E epochs only, so one long run also answers "what would
   E epochs have given" (the first E epochs of a longer run are the same programs and draws,
   except the ε schedule, which decays over the whole run);
-- `last/best`: validation Sharpe of the last epoch over the best epoch's (collapse: 1 is none).
+- `last/best`: validation Sharpe of the last epoch over the best epoch's (collapse: 1 is none);
+- `sharpe@E`: the numerator of `split@E`, the agent's Sharpe on the half it was not chosen on
+  (mean of both directions), and beside it `oracle` and `buy_hold`, their Sharpes on the same
+  halves (mean of both). On markets whose oracle Sharpe on a half can be near zero (the
+  volatility regime's), the ratio is unstable and these differences are what to read.
+  `buy_hold` needs `buy_hold_val_returns.npy`, written by sweeps since 2026-11-30.
 
 and the means over every ensemble of every RUN_DIR given, which is what a study's rule reads.
 """
@@ -24,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.sweep import split_half_ratio
+from experiments.sweep import split_half_picks, split_half_ratio
 from rl_trader.errors import InputError
 from rl_trader.metrics import sharpe
 
@@ -37,6 +42,8 @@ def study_rows(run_dir: Path, cuts: list[int], ppy: float) -> list[dict]:
     except OSError as err:
         raise InputError(f"{run_dir}: not a finished sweep on a synthetic market ({err})") from None
     returns = val["val_returns"]  # [epoch, ensemble, bar]
+    hold_path = run_dir / "buy_hold_val_returns.npy"
+    buy_hold = np.load(hold_path) if hold_path.exists() else None
     rows = []
     for g, (fold, setting) in enumerate(zip(val["fold"], val["setting"], strict=True)):
         curve = np.array([float(sharpe(r, ppy)) for r in returns[:, g]])
@@ -46,8 +53,18 @@ def study_rows(run_dir: Path, cuts: list[int], ppy: float) -> list[dict]:
         for cut in cuts:
             if cut <= len(curve):
                 row[f"split@{cut}"] = split_half_ratio(returns[:cut, g], oracle[fold], ppy)
+                row[f"sharpe@{cut}"] = halves_sharpe(returns[:cut, g], ppy)
+        row["oracle"] = halves_sharpe(oracle[fold][None], ppy)
+        row["buy_hold"] = None if buy_hold is None else halves_sharpe(buy_hold[fold][None], ppy)
         rows.append(row)
     return rows
+
+
+def halves_sharpe(returns: np.ndarray, ppy: float) -> float:
+    """Sharpe of the epoch chosen on one half of `returns` [epoch, bar], scored on the other
+    half; the mean of both directions (one epoch: its Sharpe on each half, averaged)."""
+    return float(np.mean([float(sharpe(returns[best, score], ppy))
+                          for best, score in split_half_picks(returns, ppy)]))
 
 
 def _mean(rows: list[dict], key: str) -> float | None:
@@ -72,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, OSError, ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    keys = [f"split@{c}" for c in cuts] + ["last_over_best"]
+    keys = ([f"split@{c}" for c in cuts] + ["last_over_best"] + [f"sharpe@{c}" for c in cuts]
+            + ["oracle", "buy_hold"])
     for r in rows:
         print(f"{r['run']:<40} fold {r['fold']} setting {r['setting']}  " + "  ".join(
             f"{k} {r[k]:.2f}" if r.get(k) is not None else f"{k} n/a" for k in keys))

@@ -35,17 +35,34 @@ from rl_trader.errors import InputError
 PROG = "python -m experiments.sweep"  # in help and errors; rl_trader.cli passes its own
 
 
-def oracle_val_returns(cfg, prep) -> list[np.ndarray] | None:
-    """The planted-signal oracle's per-bar validation returns per fold (synthetic data only)."""
+def position_val_returns(position: np.ndarray, cfg, prep) -> list[np.ndarray]:
+    """Per-bar validation returns per fold of a fixed target `position` [bars] (same fills and
+    costs as the agent)."""
     from rl_trader.evaluate import oracle_rollout
     from rl_trader.fold_data import pad_bars
 
-    if prep.oracle_position is None:
-        return None
-    position = pad_bars(prep.oracle_position)
+    position = pad_bars(np.asarray(position, np.float32))
     folds = [prep.fold_data(k) for k in range(len(prep.folds))]
     return [np.asarray(oracle_rollout(position, d, d.val[0], prep.val_steps, cfg).returns,
                        np.float64)[:prep.val_len] for d in folds]
+
+
+def oracle_val_returns(cfg, prep) -> list[np.ndarray] | None:
+    """The planted-signal oracle's per-bar validation returns per fold (synthetic data only)."""
+    if prep.oracle_position is None:
+        return None
+    return position_val_returns(prep.oracle_position, cfg, prep)
+
+
+def split_half_picks(returns: np.ndarray, ppy: float) -> list[tuple[int, slice]]:
+    """For halves (A, B) and (B, A) of the bars of `returns` [epoch, bar]: the epoch with the
+    best Sharpe on the first half of the pair, and the other half, where it is scored."""
+    from rl_trader.metrics import sharpe
+
+    half = returns.shape[1] // 2
+    halves = (slice(0, half), slice(half, None))
+    return [(int(np.argmax([sharpe(r[pick], ppy) for r in returns])), score)
+            for pick, score in (halves, halves[::-1])]
 
 
 def refuse_gate_data(path: str | None) -> None:
@@ -67,13 +84,8 @@ def split_half_ratio(returns: np.ndarray, oracle: np.ndarray, ppy: float) -> flo
     mean of the two directions."""
     from rl_trader.metrics import sharpe
 
-    half = returns.shape[1] // 2
-    halves = (slice(0, half), slice(half, None))
-    ratios = []
-    for pick, score in (halves, halves[::-1]):
-        best = int(np.argmax([sharpe(r[pick], ppy) for r in returns]))
-        ratios.append(float(sharpe(returns[best, score], ppy) / sharpe(oracle[score], ppy)))
-    return float(np.mean(ratios))
+    return float(np.mean([float(sharpe(returns[best, score], ppy) / sharpe(oracle[score], ppy))
+                          for best, score in split_half_picks(returns, ppy)]))
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
@@ -120,6 +132,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     if oracle is not None:
         print("oracle val Sharpe by fold: " + " ".join(f"{x:+.2f}" for x in oracle))
         np.save(run_dir / "oracle_val_returns.npy", np.stack(oracle_returns))
+    np.save(run_dir / "buy_hold_val_returns.npy",  # the baseline every market has
+            np.stack(position_val_returns(np.ones(len(prep.bars.close)), cfg, prep)))
+    if oracle is not None:
         val = np.load(run_dir / "validation_returns.npz")
         print("split-half agent / oracle (epoch chosen on the other half), by fold:")
         for row_i, row in enumerate(rows):

@@ -33,6 +33,18 @@ def test_rows_cut_the_epochs_and_measure_collapse(tmp_path):
         assert "split@9" not in row  # a budget longer than the run is not invented
         curve = [float(sharpe(r, 252.0)) for r in val[:, g]]
         assert row["last_over_best"] == curve[-1] / max(curve) < 0.5
+        # sharpe@E by hand: the epoch best on one half of the bars, scored on the other
+        a, b = slice(0, 100), slice(100, 200)
+        pick = [int(np.argmax([sharpe(r[h], 252.0) for r in val[:3, g]])) for h in (a, b)]
+        want = (sharpe(val[pick[0], g, b], 252.0) + sharpe(val[pick[1], g, a], 252.0)) / 2
+        np.testing.assert_allclose(row["sharpe@3"], want)
+        np.testing.assert_allclose(row["oracle"], (sharpe(oracle[g, a], 252.0)
+                                                   + sharpe(oracle[g, b], 252.0)) / 2)
+        assert row["buy_hold"] is None  # an older sweep without buy-and-hold returns
+    np.save(run / "buy_hold_val_returns.npy", oracle[::-1])
+    rows = study_rows(run, [3], 252.0)
+    np.testing.assert_allclose([r["buy_hold"] for r in rows], [rows[1]["oracle"],
+                                                               rows[0]["oracle"]])
 
 
 def test_main_prints_means_and_refuses_a_directory_that_is_no_sweep(tmp_path, capsys):
@@ -40,7 +52,8 @@ def test_main_prints_means_and_refuses_a_directory_that_is_no_sweep(tmp_path, ca
     out = tmp_path / "study.json"
     assert main([str(tmp_path / "a"), "--cuts", "3,6", "--out", str(out)]) == 0
     means = json.loads(out.read_text())["means"]
-    assert set(means) == {"split@3", "split@6", "last_over_best"}
+    assert set(means) == {"split@3", "split@6", "last_over_best", "sharpe@3", "sharpe@6",
+                          "oracle", "buy_hold"}
     assert "mean over ensembles" in capsys.readouterr().out
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "summary.json").write_text(json.dumps({"periods_per_year": 252.0}))
