@@ -32,6 +32,11 @@ from rl_trader.config import NetConfig
 from rl_trader.errors import InputError
 
 _RESERVED = ("fingerprint", "epoch", "val_sharpe", "process")
+# A fold checkpoint's "holds" metadata: the ensemble's acting parameters only (`agent.
+# policy_params`, what scoring, `predict` and `backtest` use). Epochs saved without it (before
+# 2026-11-30, fifth session) hold the whole learner state: online and target params and Adam's
+# moments, four times the arrays; `inference.restore_acting` reads both.
+HOLDS_ACTING = "acting_params"
 
 
 def _flat(tree: Any) -> dict[str, Any]:

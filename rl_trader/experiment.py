@@ -25,14 +25,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl_trader.agent import TrainState, policy_params
+from rl_trader.agent import policy_params
 from rl_trader.buckets import trim
-from rl_trader.checkpoint import FoldCheckpoints, ResumeState, fingerprint
+from rl_trader.checkpoint import HOLDS_ACTING, FoldCheckpoints, ResumeState, fingerprint
 from rl_trader.devices import (
     barrier,
     describe_device,
@@ -76,7 +77,7 @@ class Run:
     cohort: Cohort
     log: Callable[[str], None]
     fingerprint: str
-    template: TrainState  # host copy of one ensemble's learner: the restore template
+    template: Any  # one ensemble's acting params (zeros): a fold checkpoint's restore template
     checkpoints: list[FoldCheckpoints | None]  # per fold; None where another process owns it
     resume_state: ResumeState
     writers: list[ScalarWriter | None]  # per fold, TensorBoard (process 0)
@@ -160,7 +161,8 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
     # copied): the restore templates, and the records' placeholder until the first epoch.
     zeros = jax.tree.map(lambda s: np.zeros((n_members,) + s.shape[1:], s.dtype),
                          jax.eval_shape(c.pop.init, c.keys, c.data))
-    template = jax.tree.map(lambda x: x[:c.n_seeds], zeros.learner)
+    template = jax.tree.map(lambda x: x[:c.n_seeds],
+                            policy_params(zeros.learner, cfg.train.eval_params))
     metrics0 = EpochMetrics(**{f.name: np.zeros((n_epochs, n_members))
                                for f in dataclasses.fields(EpochMetrics)})
     records = Records(runners=zeros,  # no pad members
@@ -170,7 +172,7 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
     progress = Progress(epochs_done=0, stopped={}, epoch_seconds=[],
                         data_sha256=prep.bars.sha256, folds=[f.to_dict() for f in prep.folds])
     run = Run(prep=prep, run_dir=run_dir, cohort=c, log=log,
-              fingerprint=fingerprint(template.params, cfg.net, len(cfg.env.magnitudes)),
+              fingerprint=fingerprint(template, cfg.net, len(cfg.env.magnitudes)),
               template=template, checkpoints=[], resume_state=ResumeState(run_dir / "resume"),
               writers=[ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}")
                        if pid == 0 else None for f in prep.folds], t_start=t_start,
@@ -239,10 +241,11 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
             continue
         best = best_of(c.ensembles_of(k), val_sh)
         with clock.stage("checkpoints"):
-            learner = rows(runners.learner, best * c.n_seeds, c.n_seeds, c.mesh)  # every process
+            params = rows(policy_params(runners.learner, cfg.train.eval_params),
+                          best * c.n_seeds, c.n_seeds, c.mesh)  # on every process
             if run.checkpoints[k] is not None:
-                run.checkpoints[k].save(epoch, learner, val_sh[best],
-                                        {"seeds": c.n_seeds,
+                run.checkpoints[k].save(epoch, params, val_sh[best],
+                                        {"seeds": c.n_seeds, "holds": HOLDS_ACTING,
                                          "setting": c.settings[c.groups[best].setting]})
         fault_point(f"saving:{epoch}")
         _log_fold(run, k, epoch, {**records.fold_means(epoch, c.members_of(k)),

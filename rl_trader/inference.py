@@ -27,7 +27,7 @@ from rl_trader import env
 from rl_trader import evaluate as ev
 from rl_trader.agent import TrainState, init_train_state, policy_params
 from rl_trader.buckets import bucket, trim
-from rl_trader.checkpoint import FoldCheckpoints, fingerprint
+from rl_trader.checkpoint import HOLDS_ACTING, FoldCheckpoints, fingerprint
 from rl_trader.config import RunConfig, config_from_dict
 from rl_trader.data import Bars
 from rl_trader.errors import InputError
@@ -92,15 +92,20 @@ def learner_template(cfg: RunConfig, n_features: int, seeds: int) -> TrainState:
     return jax.tree.map(lambda s: np.zeros((seeds,) + s.shape, s.dtype), shapes)
 
 
-def restore_learner(directory: Path, cfg: RunConfig, n_features: int, seeds: int,
-                    epoch: int | None = None) -> TrainState:
-    """The ensemble's learner state saved in the fold checkpoint `directory` (default: the best
-    epoch), read only; refused (InputError) unless the stored fingerprint equals that of the
-    network `cfg` builds."""
-    template = learner_template(cfg, n_features, seeds)
-    fp = fingerprint(template.params, cfg.net, len(cfg.env.magnitudes))
+def restore_acting(directory: Path, cfg: RunConfig, n_features: int, seeds: int,
+                   epoch: int | None = None) -> Any:
+    """The ensemble's acting params (`agent.policy_params`, leading axis `seeds`) saved in the
+    fold checkpoint `directory` (default: the best epoch), read only; refused (InputError)
+    unless the stored fingerprint equals that of the network `cfg` builds. Reads epochs that
+    hold the acting params (`checkpoint.HOLDS_ACTING`) and older ones that hold the whole
+    learner state."""
+    learner = learner_template(cfg, n_features, seeds)
+    acting = policy_params(learner, cfg.train.eval_params)
+    fp = fingerprint(acting, cfg.net, len(cfg.env.magnitudes))
     with FoldCheckpoints(directory, fp, {}, read_only=True) as ckpt:
-        return ckpt.restore(template, epoch)
+        if ckpt.metadata(epoch).get("holds") == HOLDS_ACTING:
+            return ckpt.restore(acting, epoch)
+        return policy_params(ckpt.restore(learner, epoch), cfg.train.eval_params)
 
 
 def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:
@@ -124,10 +129,10 @@ def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:
         raise InputError(f"checkpoint {directory} holds no inference metadata (normaliser, "
                          "feature order): written by an older version; re-run the training")
     cfg = config_from_dict(meta["config"])
-    learner = restore_learner(directory, cfg, len(meta["inference"]["feature_names"]),
-                              int(meta["seeds"]), meta["epoch"])
+    params = restore_acting(directory, cfg, len(meta["inference"]["feature_names"]),
+                            int(meta["seeds"]), meta["epoch"])
     return Policy(run_dir=run_dir, fold=fold, epoch=int(meta["epoch"]), cfg=cfg, meta=meta,
-                  params=policy_params(learner, cfg.train.eval_params))
+                  params=params)
 
 
 def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:

@@ -12,7 +12,6 @@ import jax
 import numpy as np
 
 from rl_trader import evaluate as ev
-from rl_trader.agent import policy_params
 from rl_trader.buckets import trim
 from rl_trader.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.config import RunConfig
@@ -141,13 +140,13 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
 def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                 ckpts: list[FoldCheckpoints], fold_data: list[FoldData], history, trials,
                 val_matrix) -> dict:
-    """Restore each fold's best checkpoint into `template` (a learner state), score it once on
-    test; the summary's content."""
+    """Restore each fold's best checkpoint into `template` (an ensemble's acting params), score
+    it once on test; the summary's content."""
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]
-    learners = {k: ckpts[k].restore(template) for k in scored}
+    acting = {k: ckpts[k].restore(template) for k in scored}
     for k in scored:
-        export_safetensors(policy_params(learners[k], cfg.train.eval_params),
+        export_safetensors(acting[k],
                            run_dir / f"fold_{folds[k].index}" / "best_params.safetensors",
                            ckpts[k].metadata())
     entries = [{"fold": f.index, "best_epoch": None, "test_sharpe": None,
@@ -157,7 +156,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                                                        "random_seeds")}
     if scored:
         data = stack([fold_data[k] for k in scored])
-        params = stack([policy_params(learners[k], cfg.train.eval_params) for k in scored])
+        params = stack([acting[k] for k in scored])
         tests = trim(Population(pop.trainer).evaluate(
             params, data, data.test[:, 0], prep.test_steps,
             jax.random.split(jax.random.PRNGKey(cfg.seed + 1), len(scored))),

@@ -17,13 +17,20 @@ from safetensors.numpy import load_file
 from experiments import backtest as backtest_cli
 from experiments import predict as predict_cli
 from rl_trader import env, experiment
-from rl_trader.checkpoint import FoldCheckpoints, flat_params, safetensors_metadata
+from rl_trader.agent import policy_params
+from rl_trader.checkpoint import (
+    HOLDS_ACTING,
+    FoldCheckpoints,
+    fingerprint,
+    flat_params,
+    safetensors_metadata,
+)
 from rl_trader.data.synthetic import from_spec
 from rl_trader.errors import InputError
 from rl_trader.evaluate import greedy_decide
 from rl_trader.features import fit_normaliser
 from rl_trader.fold_data import fold_normaliser, make_fold_data, observe
-from rl_trader.inference import learner_template, load_policy, restore_learner
+from rl_trader.inference import learner_template, load_policy, restore_acting
 from rl_trader.networks import QNetwork
 from rl_trader.prepare import prepare
 
@@ -94,10 +101,12 @@ def test_predict_matches_the_restored_ensemble_on_the_last_bar(trained, capsys):
     # independently: the fold's data as training built it, the learner the run's way
     cfg = prep.cfg
     summary = json.loads((run_dir / "summary.json").read_text())
-    template = learner_template(cfg, len(prep.features.names), cfg.train.seeds)
+    template = policy_params(learner_template(cfg, len(prep.features.names), cfg.train.seeds),
+                             cfg.train.eval_params)
     with FoldCheckpoints(run_dir / f"fold_{fold.index}" / "checkpoints",
                          summary["fingerprint"], {}, read_only=True) as ckpt:
-        params = ckpt.restore(template).params
+        assert ckpt.metadata()["holds"] == HOLDS_ACTING  # the acting params only
+        params = ckpt.restore(template)
     data = make_fold_data(prep.bars.open, prep.bars.close, prep.features, fold,
                           cfg.features.clip)
     state = env.reset(len(prep.bars) - 1, len(prep.bars))
@@ -158,8 +167,24 @@ def test_a_mismatching_architecture_is_refused(trained):
     cfg = prep.cfg
     wider = dataclasses.replace(cfg, net=dataclasses.replace(cfg.net, hidden=cfg.net.hidden + 1))
     with pytest.raises(InputError, match="architecture differs"):
-        restore_learner(run_dir / "fold_1" / "checkpoints", wider, len(prep.features.names),
-                        cfg.train.seeds)
+        restore_acting(run_dir / "fold_1" / "checkpoints", wider, len(prep.features.names),
+                       cfg.train.seeds)
+
+
+def test_an_older_checkpoint_holding_the_whole_learner_state_still_reads(tmp_path):
+    """Epochs saved before fold checkpoints held the acting params alone: `restore_acting`
+    reads them too and returns their acting params."""
+    cfg = tiny_config()
+    learner = learner_template(cfg, 4, 2)
+    rng = np.random.default_rng(0)
+    learner = jax.tree.map(lambda x: rng.normal(size=x.shape).astype(x.dtype)
+                           if x.dtype.kind == "f" else x, learner)
+    acting = policy_params(learner, cfg.train.eval_params)
+    fp = fingerprint(acting, cfg.net, len(cfg.env.magnitudes))
+    with FoldCheckpoints(tmp_path / "ckpt", fp, {"seeds": 2}) as ckpt:
+        ckpt.save(0, learner, 0.5)  # no "holds": the older layout
+    got = restore_acting(tmp_path / "ckpt", cfg, 4, 2)
+    jax.tree.map(np.testing.assert_array_equal, got, acting)
 
 
 def test_backtest_on_later_bars_writes_a_summary_and_leaves_the_run_alone(trained, tmp_path,
