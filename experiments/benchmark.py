@@ -3,11 +3,14 @@
     python -m experiments.benchmark [--sections peak,env,population,length,width,peers]
                                     [--sizes 1,16,48,256] [--steps 200] [--out bench.json]
 
-- peak:       measured matmul rate (f32 and bf16), the ceiling for achieved FLOP/s;
+- peak:       measured matmul rate (f32 and bf16), the ceiling for achieved FLOP/s, and the
+              memory bandwidth of a large elementwise pass (read + write), the ceiling for
+              achieved bytes/s;
 - env:        vmapped env steps/s (random targets) for growing numbers of envs;
 - population: one jitted, vmapped training epoch for population sizes P: agent gradient
               updates/s (batch `--batch`), env steps/s, compile seconds, peak device memory,
-              bytes per agent, achieved FLOP/s (XLA's cost analysis over the measured time);
+              bytes per agent, achieved FLOP/s and bytes/s (XLA's cost analysis over the
+              measured time) and XLA's bytes read and written per agent-update;
 - length:     epoch time against data length (synthetic bars, 10^4 … 10^6);
 - width:      epoch time against network width;
 - peers:      stable-baselines3 DQN on the same market, and rl_trader's own agent driven one
@@ -62,6 +65,11 @@ def matmul_peak(n: int) -> dict:
         _timed(f, a, b)
         times = [_timed(f, a, b)[0] for _ in range(5)]
         out[f"{name}_tflops"] = 2 * n**3 / float(np.median(times)) / 1e12
+    x = jnp.ones((n, n, 16), jnp.float32)  # 4.3 GB at n = 8192: far beyond the caches
+    f = jax.jit(lambda v: v * 2.0)
+    _timed(f, x)
+    times = [_timed(f, x)[0] for _ in range(5)]
+    out["copy_gbytes_per_s"] = 2 * x.nbytes / float(np.median(times)) / 1e9  # read + write
     return out
 
 
@@ -114,8 +122,9 @@ def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
         # It counts a while loop's body once (seen on the H200: ~0.5 GFLOP "per epoch" for one
         # member, the cost of one step), so scale by the epoch's scan trip count.
         flops = float(cost.get("flops", 0.0)) * cfg.train.steps_per_epoch or None
+        moved = float(cost.get("bytes accessed", 0.0)) * cfg.train.steps_per_epoch or None
     except Exception:
-        flops = None
+        flops = moved = None
     runners, _ = jax.block_until_ready(compiled(runners, data, hps))
     t, (runners, _) = _timed(compiled, runners, data, hps)
     steps, upd = cfg.train.steps_per_epoch, cfg.train.updates_per_step
@@ -127,6 +136,10 @@ def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
         "agent_updates_per_s": size * steps * upd / t,
         "env_steps_per_s": size * cfg.train.n_envs * steps / t,
         "flops_per_epoch": flops, "achieved_tflops": flops / t / 1e12 if flops else None,
+        # XLA's estimate of the bytes its kernels read and write (each fusion's operands and
+        # results), per agent-update, and the rate achieved
+        "bytes_per_update": moved / (size * steps * upd) if moved else None,
+        "achieved_gbytes_per_s": moved / t / 1e9 if moved else None,
         "peak_device_bytes": _peak_memory(),
     }
 
@@ -196,7 +209,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
                   f"{r['agent_updates_per_s']:>12,.0f} agent-updates/s "
                   f"{r['env_steps_per_s']:>14,.0f} env steps/s  compile {r['compile_s']:.1f}s  "
                   f"peak mem {(r['peak_device_bytes'] or 0) / 2**30:.2f} GiB  "
-                  f"{r['achieved_tflops'] or 0:.2f} TFLOP/s", flush=True)
+                  f"{r['achieved_tflops'] or 0:.2f} TFLOP/s  "
+                  f"{(r['bytes_per_update'] or 0) / 1e6:.1f} MB/update  "
+                  f"{r['achieved_gbytes_per_s'] or 0:,.0f} GB/s", flush=True)
     if "length" in sections:
         result["length"] = []
         for n in (10_000, 100_000, 1_000_000):
