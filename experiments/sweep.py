@@ -7,8 +7,10 @@ Trains folds × settings × seeds as one population exactly as `experiments.mult
 (the seeds of a setting act as one ensemble), but scores nothing on test. Prints, per setting,
 the validation Sharpe of every fold at the main job's selection (the best epoch of that
 setting's ensemble) and their mean, and writes them as JSON. The run directory keeps the
-validation records (`summary.json`) and every ensemble's per-bar validation returns
-(`validation_returns.npz`, [epoch, ensemble, bar]).
+validation records (`summary.json`), every ensemble's per-bar validation returns
+(`validation_returns.npz`, [epoch, ensemble, bar]), buy-and-hold's per fold
+(`buy_hold_val_returns.npy`, [fold, bar]) and, on synthetic markets, the oracle's
+(`oracle_val_returns.npy`); `experiments.study` reads them.
 
 The best validation Sharpe is biased upward by the choice of epoch. On the planted-signal
 market the sweep therefore also prints a split-half figure per setting that is not: the epoch

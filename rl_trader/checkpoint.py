@@ -1,10 +1,11 @@
 """Per-fold checkpoints (orbax), the architecture fingerprint and the safetensors export.
 
 A fold directory holds one orbax step directory per kept epoch, `<fold_dir>/<epoch>/`, each with
-the items `state` (the learner pytree in orbax's PyTree format, written by `StandardSave`, or by
-`PyTreeSave` in a directory that one process of a multi-process run owns), `meta` (JSON: the
-caller's metadata plus `fingerprint`, `epoch`, `val_sharpe`, `process`) and orbax's own
-`metrics` (the sanitised validation Sharpe).
+the items `state` (a pytree of arrays in orbax's PyTree format — a run's fold checkpoints hold
+the ensemble's acting params, `HOLDS_ACTING`; epochs saved before that, its learner state —
+written by `StandardSave`, or by `PyTreeSave` in a directory that one process of a
+multi-process run owns), `meta` (JSON: the caller's metadata plus `fingerprint`, `epoch`,
+`val_sharpe`, `process`) and orbax's own `metrics` (the sanitised validation Sharpe).
 """
 
 from __future__ import annotations

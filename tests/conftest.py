@@ -38,7 +38,8 @@ SLOW_FIRST = ("test_multihost",  # ~100: two processes killed and resumed, no co
 def pytest_configure(config: pytest.Config) -> None:
     """Before any test module imports JAX: XLA's CPU backend without LLVM optimisation."""
     flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_backend_optimization_level" not in flags:
+    on_cpu = os.environ.get("JAX_PLATFORMS", "cpu") == "cpu"  # `make test`; not a GPU session
+    if on_cpu and "xla_backend_optimization_level" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0".strip()
 
 

@@ -4,7 +4,8 @@ Each process has 2 fake CPU devices, so the mesh spans 4 devices in 2 processes;
 of 2 folds is padded to 4. Fold k's checkpoints are written by its owner, process k; process 0
 writes summary.json and the report. The two-process run is killed after its first epoch and
 resumed by two processes with --resume. The options are the tiny run's (`helpers.TINY_ARGS`), so
-the one-process run (in the test's own process) reuses the programs other tests compiled.
+the one-process run (in the test's own process) compiles the programs the other tiny runs of
+its worker then reuse.
 """
 
 import json

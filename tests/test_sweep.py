@@ -33,6 +33,10 @@ def test_sweep_reports_validation_only(tmp_path, capsys):
     val = np.load(run / "validation_returns.npz")
     assert val["val_returns"].shape[:2] == (2, 4)  # [epoch, ensemble = fold × setting]
     assert all(len(r["split_half_by_fold"]) == 2 for r in rows)
+    hold = np.load(run / "buy_hold_val_returns.npy")  # [fold, bar], for experiments.study
+    assert hold.shape == np.load(run / "oracle_val_returns.npy").shape == (
+        2, val["val_returns"].shape[-1])
+    assert np.isfinite(hold).all() and np.abs(hold).sum() > 0
 
 
 def test_split_half_ratio_chooses_on_one_half_and_scores_on_the_other():
