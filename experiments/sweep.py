@@ -131,12 +131,11 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     oracle_returns = oracle_val_returns(cfg, prep)
     oracle = (None if oracle_returns is None else
               [float(sharpe(r, prep.periods_per_year)) for r in oracle_returns])
-    if oracle is not None:
-        print("oracle val Sharpe by fold: " + " ".join(f"{x:+.2f}" for x in oracle))
-        np.save(run_dir / "oracle_val_returns.npy", np.stack(oracle_returns))
     np.save(run_dir / "buy_hold_val_returns.npy",  # the baseline every market has
             np.stack(position_val_returns(np.ones(len(prep.bars.close)), cfg, prep)))
     if oracle is not None:
+        print("oracle val Sharpe by fold: " + " ".join(f"{x:+.2f}" for x in oracle))
+        np.save(run_dir / "oracle_val_returns.npy", np.stack(oracle_returns))
         val = np.load(run_dir / "validation_returns.npz")
         print("split-half agent / oracle (epoch chosen on the other half), by fold:")
         for row_i, row in enumerate(rows):

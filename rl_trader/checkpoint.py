@@ -29,6 +29,7 @@ import tensorstore as ts
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
+from rl_trader.agent import policy_params
 from rl_trader.config import NetConfig
 from rl_trader.errors import InputError
 
@@ -36,7 +37,7 @@ _RESERVED = ("fingerprint", "epoch", "val_sharpe", "process")
 # A fold checkpoint's "holds" metadata: the ensemble's acting parameters only (`agent.
 # policy_params`, what scoring, `predict` and `backtest` use). Epochs saved without it (before
 # 2026-11-30, fifth session) hold the whole learner state: online and target params and Adam's
-# moments, four times the arrays; `inference.restore_acting` reads both.
+# moments, four times the arrays; `FoldCheckpoints.restore_acting` reads both.
 HOLDS_ACTING = "acting_params"
 
 
@@ -245,6 +246,14 @@ class FoldCheckpoints:
             item = ocp.args.StandardRestore(template)
         args = ocp.args.Composite(state=item)
         return _restore(self._mngr, epoch, args, self.directory)["state"]
+
+    def restore_acting(self, learner: Any, which: str, epoch: int | None = None) -> Any:
+        """The acting params (`agent.policy_params(·, which)`) of `epoch` (default: the best),
+        `learner` being a learner-state template: restored alone from an epoch that holds them
+        (`HOLDS_ACTING`), or picked from the whole learner state an older epoch holds."""
+        if self.metadata(epoch).get("holds") == HOLDS_ACTING:
+            return self.restore(policy_params(learner, which), epoch)
+        return policy_params(self.restore(learner, epoch), which)
 
     def delete_after(self, epoch: int) -> None:
         """Remove saved epochs > `epoch` (left by a run killed before its resume point)."""

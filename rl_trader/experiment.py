@@ -25,13 +25,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl_trader.agent import policy_params
+from rl_trader.agent import TrainState, policy_params
 from rl_trader.buckets import trim
 from rl_trader.checkpoint import HOLDS_ACTING, FoldCheckpoints, ResumeState, fingerprint
 from rl_trader.devices import (
@@ -77,7 +76,7 @@ class Run:
     cohort: Cohort
     log: Callable[[str], None]
     fingerprint: str
-    template: Any  # one ensemble's acting params (zeros): a fold checkpoint's restore template
+    template: TrainState  # one ensemble's learner state (zeros): the restore template
     checkpoints: list[FoldCheckpoints | None]  # per fold; None where another process owns it
     resume_state: ResumeState
     writers: list[ScalarWriter | None]  # per fold, TensorBoard (process 0)
@@ -161,8 +160,7 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
     # copied): the restore templates, and the records' placeholder until the first epoch.
     zeros = jax.tree.map(lambda s: np.zeros((n_members,) + s.shape[1:], s.dtype),
                          jax.eval_shape(c.pop.init, c.keys, c.data))
-    template = jax.tree.map(lambda x: x[:c.n_seeds],
-                            policy_params(zeros.learner, cfg.train.eval_params))
+    template = jax.tree.map(lambda x: x[:c.n_seeds], zeros.learner)
     metrics0 = EpochMetrics(**{f.name: np.zeros((n_epochs, n_members))
                                for f in dataclasses.fields(EpochMetrics)})
     records = Records(runners=zeros,  # no pad members
@@ -172,7 +170,7 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
     progress = Progress(epochs_done=0, stopped={}, epoch_seconds=[],
                         data_sha256=prep.bars.sha256, folds=[f.to_dict() for f in prep.folds])
     run = Run(prep=prep, run_dir=run_dir, cohort=c, log=log,
-              fingerprint=fingerprint(template, cfg.net, len(cfg.env.magnitudes)),
+              fingerprint=fingerprint(template.params, cfg.net, len(cfg.env.magnitudes)),
               template=template, checkpoints=[], resume_state=ResumeState(run_dir / "resume"),
               writers=[ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}")
                        if pid == 0 else None for f in prep.folds], t_start=t_start,

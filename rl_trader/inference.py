@@ -25,9 +25,9 @@ import numpy as np
 
 from rl_trader import env
 from rl_trader import evaluate as ev
-from rl_trader.agent import TrainState, init_train_state, policy_params
+from rl_trader.agent import TrainState, init_train_state
 from rl_trader.buckets import bucket, trim
-from rl_trader.checkpoint import HOLDS_ACTING, FoldCheckpoints, fingerprint
+from rl_trader.checkpoint import FoldCheckpoints, fingerprint
 from rl_trader.config import RunConfig, config_from_dict
 from rl_trader.data import Bars
 from rl_trader.errors import InputError
@@ -96,16 +96,12 @@ def restore_acting(directory: Path, cfg: RunConfig, n_features: int, seeds: int,
                    epoch: int | None = None) -> Any:
     """The ensemble's acting params (`agent.policy_params`, leading axis `seeds`) saved in the
     fold checkpoint `directory` (default: the best epoch), read only; refused (InputError)
-    unless the stored fingerprint equals that of the network `cfg` builds. Reads epochs that
-    hold the acting params (`checkpoint.HOLDS_ACTING`) and older ones that hold the whole
-    learner state."""
+    unless the stored fingerprint equals that of the network `cfg` builds. Reads either layout
+    (`FoldCheckpoints.restore_acting`)."""
     learner = learner_template(cfg, n_features, seeds)
-    acting = policy_params(learner, cfg.train.eval_params)
-    fp = fingerprint(acting, cfg.net, len(cfg.env.magnitudes))
+    fp = fingerprint(learner.params, cfg.net, len(cfg.env.magnitudes))
     with FoldCheckpoints(directory, fp, {}, read_only=True) as ckpt:
-        if ckpt.metadata(epoch).get("holds") == HOLDS_ACTING:
-            return ckpt.restore(acting, epoch)
-        return policy_params(ckpt.restore(learner, epoch), cfg.train.eval_params)
+        return ckpt.restore_acting(learner, cfg.train.eval_params, epoch)
 
 
 def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:

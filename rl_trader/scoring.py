@@ -13,11 +13,10 @@ import numpy as np
 
 from rl_trader import evaluate as ev
 from rl_trader.buckets import trim
-from rl_trader.checkpoint import HOLDS_ACTING, FoldCheckpoints, export_safetensors
+from rl_trader.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.config import RunConfig
 from rl_trader.devices import describe_device
 from rl_trader.env import PORTFOLIO_NAMES
-from rl_trader.errors import InputError
 from rl_trader.fold_data import FoldData, pad_bars
 from rl_trader.headline import headline
 from rl_trader.metrics import performance, sharpe_of
@@ -141,16 +140,11 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
 def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                 ckpts: list[FoldCheckpoints], fold_data: list[FoldData], history, trials,
                 val_matrix) -> dict:
-    """Restore each fold's best checkpoint into `template` (an ensemble's acting params), score
-    it once on test; the summary's content."""
+    """Restore each fold's best acting params (`template`: an ensemble's learner state, zeros),
+    score them once on test; the summary's content."""
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]
-    for k in scored:
-        if ckpts[k].metadata().get("holds") != HOLDS_ACTING:
-            raise InputError(f"fold {folds[k].index}: its best epoch {ckpts[k].best_epoch()} was "
-                             "saved by an older rl_trader (the whole learner state); finish this "
-                             "run with the version that started it, or start a new run")
-    acting = {k: ckpts[k].restore(template) for k in scored}
+    acting = {k: ckpts[k].restore_acting(template, cfg.train.eval_params) for k in scored}
     for k in scored:
         export_safetensors(acting[k],
                            run_dir / f"fold_{folds[k].index}" / "best_params.safetensors",

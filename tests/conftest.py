@@ -26,7 +26,7 @@ import pytest
 
 # The modules that take longest on a 2-core CPU (seconds, measured 2026-11-30), slowest first.
 SLOW_FIRST = ("test_multihost",  # ~100: two processes killed and resumed, no compile cache
-              "test_reliability",  # ~95: ten subprocess runs
+              "test_reliability",  # ~95: nine subprocess runs
               "test_train",  # ~80
               "test_devices",  # ~55: 4 fake devices, its own programs
               "test_bad_input",  # ~50
