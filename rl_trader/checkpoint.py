@@ -291,29 +291,43 @@ def _restore(mngr: ocp.CheckpointManager, step: int, args: Any, directory: Path)
 
 class ResumeState:
     """The latest complete epoch of a whole run — every member's state (learner, envs, replay,
-    PRNG key) plus the host's records — for `--resume`. Only the latest epoch is kept."""
+    PRNG key) plus the host's records — for `--resume`. Only the latest epoch is kept.
+
+    Saving is asynchronous. `save` returns once the arrays are copied to the host; the write
+    to disk continues in the background (the next epoch trains meanwhile) and `wait` returns
+    when it is committed. A sharded `jax.Array` is written as it lies: each process writes the
+    rows on its own devices, so nothing is gathered to one host. Host numpy leaves are written
+    by process 0; the caller must not change them until `wait` returns.
+    """
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory).expanduser().resolve()
         options = ocp.CheckpointManagerOptions(max_to_keep=1, create=True,
-                                               enable_async_checkpointing=False)
+                                               enable_async_checkpointing=True)
         self._mngr = ocp.CheckpointManager(self.directory, options=options)
 
     def save(self, epoch: int, state: Any, meta: dict) -> None:
+        """Start writing epoch `epoch` (after the previous save is committed)."""
         args = ocp.args.Composite(state=ocp.args.StandardSave(state),
                                   meta=ocp.args.JsonSave(meta))
         self._mngr.save(int(epoch), args=args, force=True)
+
+    def wait(self) -> None:
+        """Block until the last save is committed on disk."""
         self._mngr.wait_until_finished()
 
     def latest_epoch(self) -> int | None:
         return self._mngr.latest_step()
 
-    def restore(self, template: Any) -> tuple[Any, dict]:
-        epoch = self.latest_epoch()
-        args = ocp.args.Composite(state=ocp.args.StandardRestore(template),
-                                  meta=ocp.args.JsonRestore())
-        out = _restore(self._mngr, epoch, args, self.directory)
-        return out["state"], dict(out["meta"])
+    def meta(self) -> dict:
+        """The JSON saved with the latest epoch."""
+        args = ocp.args.Composite(meta=ocp.args.JsonRestore())
+        return dict(_restore(self._mngr, self.latest_epoch(), args, self.directory)["meta"])
+
+    def restore(self, template: Any) -> Any:
+        """The latest epoch's state, shaped and typed as `template` (host numpy leaves)."""
+        args = ocp.args.Composite(state=ocp.args.StandardRestore(template))
+        return _restore(self._mngr, self.latest_epoch(), args, self.directory)["state"]
 
     def close(self) -> None:
         self._mngr.wait_until_finished()

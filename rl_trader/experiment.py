@@ -82,6 +82,7 @@ class Run:
     writers: list[ScalarWriter | None]  # per fold, TensorBoard (process 0)
     t_start: float
     clock: Stopwatch  # seconds per stage (timings.json)
+    laps: list[dict] = dataclasses.field(default_factory=list)  # this process's epochs
 
     def fold_checkpoints(self, k: int, process: int | None) -> FoldCheckpoints:
         """Fold k's checkpoint manager, used by `process` alone (None: by every process)."""
@@ -141,6 +142,9 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         run, state = start(prep, run_dir, cohort, log, resume, t_start, clock)
     for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
         state = train_epoch(run, state, epoch)
+    with clock.stage("resume_wait"):  # the last epoch's resume state
+        run.resume_state.close()
+    fault_point(f"saved:{state.progress.epochs_done - 1}")
     with clock.stage("score"):
         summary = score(run, state, validation_only)
     if jax.process_index() == 0:
@@ -182,10 +186,17 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
                        if f.index % jax.process_count() == pid else None
                        for k, f in enumerate(prep.folds)]
     if resume and run.resume_state.latest_epoch() is not None:
-        records, meta = run.resume_state.restore(records)
-        records = jax.tree.map(np.asarray, records)
+        meta = run.resume_state.meta()
+        # members as saved: the padded population of the saving run's layout (older resume
+        # states: the members alone); the first n_members are the run's own
+        saved = meta.pop("members_saved", n_members)
+        restored = run.resume_state.restore(records.replace(runners=jax.tree.map(
+            lambda x: np.zeros((saved,) + x.shape[1:], x.dtype), zeros)))
+        restored = jax.tree.map(np.asarray, restored)
         progress = Progress.from_json(meta)
-        runners = shard_population(_pad(records.runners, c.n_padded), c.mesh)
+        runners = shard_population(_first_members(restored.runners, n_members, c.n_padded),
+                                   c.mesh)
+        records = restored.replace(runners=zeros)
         if (progress.data_sha256, progress.folds) != (prep.bars.sha256,
                                                       [f.to_dict() for f in prep.folds]):
             raise InputError(f"option --resume: the data behind '{run_dir}' changed since the "
@@ -201,13 +212,19 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
 
 
 def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
-    """Stage 3, once per epoch: train every member, roll every ensemble out on validation;
-    per fold the NaN guard, the selection and its checkpoint, the logs; then the resume state.
+    """Stage 3, once per epoch: train every member (then wait for the previous epoch's resume
+    state, written meanwhile), roll every ensemble out on validation; per fold the NaN guard,
+    the selection and its checkpoint, the logs; then start writing the resume state.
     """
     prep, c, cfg, clock = run.prep, run.cohort, run.prep.cfg, run.clock
     t_epoch = time.time()
+    clock.lap()  # this epoch's lap starts here
     with clock.stage("train_program"):  # the first epoch's includes compiling it
         runners, metrics = jax.block_until_ready(c.pop.epoch(state.runners, c.data, c.hps))
+    with clock.stage("resume_wait"):  # the previous epoch's resume state, written meanwhile
+        run.resume_state.wait()
+    if epoch > 0:
+        fault_point(f"saved:{epoch - 1}")
     fault_point(f"epoch:{epoch}")
     with clock.stage("validation"):
         acting = ensembles(policy_params(runners.learner, cfg.train.eval_params),
@@ -227,7 +244,6 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
             :len(c.members)]
     val_sh = [sharpe_of(r, prep.periods_per_year) for r in val_returns]
     weights = val.market_weights.mean(1)  # [G, F]
-    progress.epoch_seconds.append(time.time() - t_epoch)
     for k in range(len(prep.folds)):
         if k in progress.stopped:
             continue
@@ -250,10 +266,16 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
                                   **diagnostics_of(records.diagnostics, epoch, best)},
                   val_sh[best], weights[best])
     progress.epochs_done = epoch + 1
+    progress.epoch_seconds.append(time.time() - t_epoch)  # all but the resume state's launch
     with clock.stage("resume_state"):
-        records = records.replace(runners=_first_members(runners, len(c.members)))
-        run.resume_state.save(epoch, records, progress.to_json())
-    fault_point(f"saved:{epoch}")
+        # The members as they lie on the devices (each process writes its own rows; the
+        # copy to the host ends before `save` returns, so the next epoch may donate them);
+        # the host records copied, since the next epoch fills them in while the write runs.
+        saved = jax.tree.map(np.copy, records.replace(runners=None)).replace(runners=runners)
+        run.resume_state.save(epoch, saved, {**progress.to_json(),
+                                             "members_saved": c.n_padded})
+    run.laps.append({"epoch": epoch, "seconds": round(time.time() - t_epoch, 3),
+                     "stages": clock.lap()})
     return RunState(runners=runners, records=records, progress=progress)
 
 
@@ -307,12 +329,11 @@ def _log_fold(run: Run, k: int, epoch: int, mean: dict[str, float], val_sharpe: 
 
 
 def score(run: Run, state: RunState, validation_only: bool) -> dict:
-    """Stage 4: close the writers and managers; on process 0, each fold's best checkpoint
-    scored once on test beside the baselines (or, for a sweep, the validation records only).
-    Other processes return only the stopped folds."""
+    """Stage 4: close the writers and fold checkpoint managers; on process 0, each fold's best
+    checkpoint scored once on test beside the baselines (or, for a sweep, the validation
+    records only). Other processes return only the stopped folds."""
     progress = state.progress
     stopped = [progress.stopped[k]["message"] for k in sorted(progress.stopped)]
-    run.resume_state.close()
     fault_point("scoring")
     for w in run.writers:
         if w is not None:
@@ -355,7 +376,11 @@ def report(run: Run, state: RunState, summary: dict, validation_only: bool) -> N
             write_report(run_dir)
     write_json(run_dir / "timings.json", {
         "seconds_total": time.time() - run.t_start,
+        # every epoch since the start, each up to its resume-state write (which overlaps the
+        # next epoch's training program)
         "seconds_per_epoch": state.progress.epoch_seconds,
+        # this process's epochs (a resumed run: since the resume), whole, with their stages
+        "epochs": run.laps,
         # this process's stages since it started (a resumed run: since the resume)
         "stage_seconds": run.clock.rounded(),
         "members": len(c.members), "devices": int(c.mesh.devices.size),
@@ -364,17 +389,10 @@ def report(run: Run, state: RunState, summary: dict, validation_only: bool) -> N
     shutil.rmtree(run_dir / "resume")  # complete: the resume state is no longer needed
 
 
-def _first_members(tree, n: int):
-    """The first `n` members (the pad members dropped) of a whole population pytree, as host
-    numpy arrays on every process (a collective in a multi-process run); `devices.rows` picks
-    a few members instead."""
-    return jax.tree.map(lambda x: to_host(x)[:n], tree)
-
-
-def _pad(tree, size: int):
-    """Extend a population pytree to `size` members with copies of member 0 (ignored), on the
-    host (numpy, so no small program is compiled per leaf)."""
+def _first_members(tree, n: int, size: int):
+    """The first `n` members of a host population pytree (a saved run's pad members dropped),
+    padded to `size` with copies of member 0 (ignored), in numpy (no program per leaf)."""
     return jax.tree.map(lambda x: np.concatenate(
-        [np.asarray(x), np.repeat(np.asarray(x)[:1], size - x.shape[0], axis=0)]), tree)
+        [x[:n], np.repeat(x[:1], size - n, axis=0)]), tree)
 
 

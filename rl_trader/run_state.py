@@ -77,7 +77,8 @@ def magnitude_fractions(positions: np.ndarray) -> list[float]:
 class Records:
     """The host's record of every epoch, saved with the members for `--resume`."""
 
-    runners: Runner  # every member's state (pad members dropped), host numpy
+    runners: Runner  # every member's state: saved as the sharded population (pad members
+    # included, `members_saved` in the JSON), restored on the host (numpy)
     val_returns: np.ndarray  # float64 [E, G, V]: each ensemble's per-bar validation returns
     metrics: EpochMetrics  # leaves float [E, P]: each member's epoch means
     diagnostics: Diagnostics  # leaves [E, G, ...]: each ensemble's learning diagnostics

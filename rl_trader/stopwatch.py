@@ -1,4 +1,5 @@
-"""Where a run's wall-clock time goes: seconds per named stage, summed over its occurrences."""
+"""Where a run's wall-clock time goes: seconds per named stage, summed over its occurrences,
+and per lap (one lap per epoch)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ class Stopwatch:
     (`block_until_ready`) before it ends, or the next stage that waits is charged for it."""
 
     seconds: dict[str, float] = field(default_factory=dict)
+    lap_seconds: dict[str, float] = field(default_factory=dict)  # since the last `lap()`
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -22,7 +24,15 @@ class Stopwatch:
         try:
             yield
         finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+            dt = time.perf_counter() - t0
+            self.seconds[name] = self.seconds.get(name, 0.0) + dt
+            self.lap_seconds[name] = self.lap_seconds.get(name, 0.0) + dt
+
+    def lap(self) -> dict[str, float]:
+        """The seconds per stage since the previous lap (to the millisecond); a new lap begins."""
+        out = {k: round(v, 3) for k, v in self.lap_seconds.items()}
+        self.lap_seconds = {}
+        return out
 
     def rounded(self) -> dict[str, float]:
         """The seconds, to the millisecond (JSON)."""

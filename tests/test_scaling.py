@@ -1,0 +1,50 @@
+"""The scaling harness: layouts, population composition, and a real two-layout run."""
+
+import json
+import os
+
+import pytest
+
+from experiments import scaling
+
+
+def test_layouts_and_populations_are_parsed_as_documented():
+    assert scaling.parse_layout("4") == (1, 4)
+    assert scaling.parse_layout("4x1") == (4, 1)
+    with pytest.raises(SystemExit, match="is not D or NxD"):
+        scaling.parse_layout("four")
+    args = scaling.job_args(256, 4, 16, 500, 2, ["--preset", "smoke"])
+    sweep = args[args.index("--sweep") + 1]
+    assert sweep.startswith("learning_rate=") and len(sweep.split(",")) == 4  # 256 = 4·16·4
+    assert "--sweep" not in scaling.job_args(64, 4, 16, 500, 2, [])
+    with pytest.raises(SystemExit, match="not a multiple"):
+        scaling.job_args(100, 4, 16, 500, 2, [])
+
+
+def test_speedups_are_against_one_device_at_the_same_population():
+    runs = [{"layout": "1", "devices": 1, "population": 8, "train_program_s": 4.0, "epoch_s": 6.0},
+            {"layout": "2", "devices": 2, "population": 8, "train_program_s": 2.0, "epoch_s": 4.0},
+            {"layout": "2", "devices": 2, "population": 16, "train_program_s": 1.0,
+             "epoch_s": 1.0},  # no one-device run of 16: no speed-up
+            {"layout": "2x1", "devices": 2, "population": 8, "returncode": 1}]  # failed
+    assert scaling.speedups(runs) == [{"layout": "2", "population": 8, "train_program": 2.0,
+                                       "whole_epoch": 1.5}]
+
+
+def test_a_tiny_run_on_one_and_two_devices_writes_its_figures(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", "")
+                       + " --xla_force_host_platform_device_count=2")
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    out = tmp_path / "scaling.json"
+    assert scaling.main(["--sizes", "4", "--layouts", "1,2", "--folds", "2", "--seeds", "2",
+                         "--steps", "8", "--args", "--preset smoke --envs 4 --batch 8",
+                         "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    one, two = result["runs"]
+    assert (one["devices"], two["devices"], one["members"]) == (1, 2, 4)
+    for r in (one, two):
+        assert 0 < r["train_program_s"] <= r["epoch_s"]
+        assert {"train_program", "validation", "checkpoints", "resume_state"} <= set(r["stages"])
+    [s] = result["speedups"]
+    assert s["layout"] == "2" and s["whole_epoch"] == round(one["epoch_s"] / two["epoch_s"], 3)
+    assert not list((tmp_path / "work").iterdir())  # each run directory removed once read
