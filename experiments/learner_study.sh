@@ -3,7 +3,8 @@
 # learner options on tuning markets (data seeds < 1000, never scored by the gate).
 #   experiments/learner_study.sh OUT EPOCHS MARKET[@SEED][,...] NAME="OPTIONS" [NAME="OPTIONS" ...]
 # e.g. experiments/learner_study.sh out 10 ar1:5000:1,regime:5000:4@2 taken="" all="--backup all"
-# (MARKET@SEED trains that market with run seed SEED; default 0.) PARALLEL=1 runs the
+# (MARKET@SEED trains that market with run seed SEED; default 0; A+B+C pools instruments:
+# --data synthetic:A,synthetic:B,synthetic:C, A traded and scored.) PARALLEL=1 runs the
 # settings (NAME=...) as concurrent processes on one accelerator, each over every market.
 # Writes OUT/<name>-<market>.json (experiments.sweep --out) and OUT/<name>-<market>.summary.json
 # (per-epoch validation records and learning diagnostics); run directories go to RUNS
@@ -19,10 +20,11 @@ setting() {  # NAME OPTIONS: every market, in turn
   for item in ${markets//,/ }; do
     m=${item%@*} seed=0
     [[ $item == *@* ]] && seed=${item#*@}
-    tag="$name-${m//:/_}-r$seed"
-    echo "=== $tag: --data synthetic:$m --seed $seed --epochs $epochs $opts"
+    tag="$name-${m%%+*}" tag="${tag//:/_}-r$seed"
+    data="synthetic:${m//+/,synthetic:}"
+    echo "=== $tag: --data $data --seed $seed --epochs $epochs $opts"
     # shellcheck disable=SC2086  # options are words
-    $PY -m experiments.sweep --data "synthetic:$m" --seed "$seed" --epochs "$epochs" $opts \
+    $PY -m experiments.sweep --data "$data" --seed "$seed" --epochs "$epochs" $opts \
       --run-dir "$runs/$tag" --out "$out/$tag.json" 2>&1 | grep -v "^fold " || true
     cp "$runs/$tag/summary.json" "$out/$tag.summary.json" 2>/dev/null || echo "no summary: $tag"
   done

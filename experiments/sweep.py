@@ -74,9 +74,10 @@ def refuse_gate_data(path: str | None) -> None:
     from rl_trader.data import SYNTHETIC_PREFIX
     from rl_trader.data.synthetic import parse_spec
 
-    if (path or "").startswith(SYNTHETIC_PREFIX) and parse_spec(path)[2] >= GATE_SEED_BASE:
-        raise InputError(f"option --data={path!r}: data seeds >= {GATE_SEED_BASE} are the "
-                         f"convergence gate's; tune on seeds < {GATE_SEED_BASE}")
+    for item in (path or "").split(","):  # every pooled instrument too
+        if item.startswith(SYNTHETIC_PREFIX) and parse_spec(item)[2] >= GATE_SEED_BASE:
+            raise InputError(f"option --data={path!r}: data seeds >= {GATE_SEED_BASE} are the "
+                             f"convergence gate's; tune on seeds < {GATE_SEED_BASE}")
 
 
 def split_half_ratio(returns: np.ndarray, oracle: np.ndarray, ppy: float) -> float:

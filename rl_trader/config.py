@@ -53,7 +53,9 @@ class DataConfig:
 
     path: str | None = option(
         None, "OHLCV file (CSV, CSV.gz or Parquet) or synthetic:NAME[:N[:SEED]]; default: "
-        "the embedded S&P 500 daily bars", flag="--data")
+        "the embedded S&P 500 daily bars. A comma-separated list pools instruments: the first "
+        "is traded, validated and tested, the others only add training episodes from their "
+        "bars in each fold's train dates", flag="--data")
     periods_per_year: float | None = option(
         None, "bars per year for annualising (252 for daily bars); default: inferred from the "
         "median bar spacing")

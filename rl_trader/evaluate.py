@@ -18,7 +18,7 @@ from flax import struct
 
 from rl_trader import env
 from rl_trader.config import RunConfig
-from rl_trader.fold_data import FoldData, observe
+from rl_trader.fold_data import FoldData, observe, training_bars
 from rl_trader.metrics import sharpe
 from rl_trader.networks import QNetwork
 
@@ -181,14 +181,14 @@ def fit_ridge(data: FoldData, val_steps: int, cfg: RunConfig) -> RidgeFit:
 
     Target: `data.aux_target[t]`, the next bar's close-to-close log return over its train std
     (clipped like the features), so target and features share the train normalisation. Rows:
-    train bars t with t + 1 in train. For each α ∈ n_train × RIDGE_ALPHAS the fit trades the
+    train bars t with t + 1 in train (`training_bars`; with pooled instruments theirs too, the
+    bars the agent trains on). For each α ∈ n_train × RIDGE_ALPHAS the fit trades the
     validation block through `rollout` (same env and costs); the α of the best validation Sharpe
     wins (the first on ties). Only train and validation bars are read: the validation rollouts
     run `val_steps` ≥ the block's length (a shape bucket) and their Sharpe counts the block's
     bars only.
     """
-    t = jnp.arange(data.features.shape[0])
-    w = ((t >= data.train[0]) & (t < data.train[1] - 1)).astype(jnp.float32)
+    w = training_bars(data).astype(jnp.float32)
     alphas = w.sum() * jnp.asarray(RIDGE_ALPHAS, jnp.float32)
 
     def fit_one(alpha):

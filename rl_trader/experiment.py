@@ -90,7 +90,7 @@ class Run:
         return FoldCheckpoints(self.run_dir / f"fold_{f.index}" / "checkpoints",
                                self.fingerprint,
                                {"config": self.prep.cfg.to_dict(), "fold": f.to_dict(),
-                                "data_sha256": self.prep.bars.sha256,
+                                "data_sha256": self.prep.data_sha256,
                                 "inference": fold_inference_metadata(
                                     self.prep.features, self.prep.bars.dates,
                                     self.prep.bars.close, f, self.prep.cfg,
@@ -172,7 +172,7 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
                       metrics=metrics0,
                       diagnostics=Diagnostics.zeros(n_epochs, len(c.groups), prep.val_len))
     progress = Progress(epochs_done=0, stopped={}, epoch_seconds=[],
-                        data_sha256=prep.bars.sha256, folds=[f.to_dict() for f in prep.folds])
+                        data_sha256=prep.data_sha256, folds=[f.to_dict() for f in prep.folds])
     run = Run(prep=prep, run_dir=run_dir, cohort=c, log=log,
               fingerprint=fingerprint(template.params, cfg.net, len(cfg.env.magnitudes)),
               template=template, checkpoints=[], resume_state=ResumeState(run_dir / "resume"),
@@ -197,11 +197,11 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
         runners = shard_population(_first_members(restored.runners, n_members, c.n_padded),
                                    c.mesh)
         records = restored.replace(runners=zeros)
-        if (progress.data_sha256, progress.folds) != (prep.bars.sha256,
+        if (progress.data_sha256, progress.folds) != (prep.data_sha256,
                                                       [f.to_dict() for f in prep.folds]):
             raise InputError(f"option --resume: the data behind '{run_dir}' changed since the "
                              f"run started (sha256 {progress.data_sha256[:12]}… then, "
-                             f"{prep.bars.sha256[:12]}… now); start a new run instead")
+                             f"{prep.data_sha256[:12]}… now); start a new run instead")
         log(f"resuming after epoch {progress.epochs_done - 1} of 0..{n_epochs - 1}")
     else:
         runners = c.pop.init(c.keys, c.data)

@@ -4,6 +4,12 @@ and the observation (`Obs`) gathered from it, the network's input.
 The features are normalised with statistics fit on the fold's **train segment only**; val and
 test bars are transformed with those statistics. Observations are gathered from these arrays
 by bar index (`observe`), which is what lets replay store bar indices instead of windows.
+
+With pooled instruments (`--data target,other,…`) each other instrument's bars follow the
+target's on the same bar axis, normalised with statistics fit on its own bars inside the
+fold's train dates; training episodes start in any of the `episodes` ranges (the target's
+train segment first), while validation, test and every baseline but ridge read the target
+alone (ridge fits on the same training bars as the agent).
 """
 
 from __future__ import annotations
@@ -47,36 +53,80 @@ class FoldData:
     train: jax.Array  # int32 [2]: half-open bar range
     val: jax.Array  # int32 [2]
     test: jax.Array  # int32 [2]
+    episodes: jax.Array  # int32 [I, 2]: training bar ranges, row 0 = `train`; one per instrument
 
 
-def fold_normaliser(values: np.ndarray, close: np.ndarray,
-                    fold: Fold) -> tuple[Normaliser, float]:
-    """The fold's normaliser of `values` [T, F] and its aux-target scale, both fit on
-    `fold.train` = [a, b) only: scale = std(log(c_{t+1} / c_t), a ≤ t < b − 1), 1 if it is 0."""
-    start, end = fold.train
+@struct.dataclass
+class PoolSegment:
+    """A pooled instrument's host arrays over its own T_j bars, and the bars of the fold's train
+    dates it trains on, [start, end) in its own index (past its feature warm-up)."""
+
+    open: np.ndarray
+    close: np.ndarray
+    features: np.ndarray  # raw [T_j, F]
+    start: int
+    end: int
+
+
+def training_bars(data: FoldData) -> jax.Array:
+    """bool [T_b]: bars t with t and t + 1 inside one training range (the rows a fit on
+    training data may use: the next bar is in the same instrument's train dates)."""
+    t = jnp.arange(data.features.shape[0])[:, None]
+    return jnp.any((t >= data.episodes[:, 0]) & (t < data.episodes[:, 1] - 1), axis=1)
+
+
+def segment_normaliser(values: np.ndarray, close: np.ndarray, start: int,
+                       end: int) -> tuple[Normaliser, float]:
+    """The normaliser of `values` [T, F] and the aux-target scale, both fit on bars
+    [start, end) only: scale = std(log(c_{t+1} / c_t), start ≤ t < end − 1), 1 if it is 0."""
     scale = float(np.std(next_bar_log_return(close)[start:end - 1])) or 1.0
     return fit_normaliser(values, start, end), scale
 
 
+def fold_normaliser(values: np.ndarray, close: np.ndarray,
+                    fold: Fold) -> tuple[Normaliser, float]:
+    """`segment_normaliser` on the fold's train segment."""
+    return segment_normaliser(values, close, *fold.train)
+
+
+def _normalised(values: np.ndarray, close: np.ndarray, start: int, end: int,
+                clip: float) -> tuple[np.ndarray, np.ndarray]:
+    """(features, aux target) of one instrument, normalised with its bars [start, end)."""
+    norm, scale = segment_normaliser(values, close, start, end)
+    return (normalise(values, norm, clip),
+            np.clip(next_bar_log_return(close) / scale, -clip, clip))
+
+
 def make_fold_data(open_: np.ndarray, close: np.ndarray, feats: MarketFeatures, fold: Fold,
-                   clip: float) -> FoldData:
-    """Fit the normaliser on `fold.train` and move the fold's arrays to the device."""
-    norm, scale = fold_normaliser(feats.values, close, fold)
-    aux = np.clip(next_bar_log_return(close) / scale, -clip, clip)
-    return device_fold_data(normalise(feats.values, norm, clip), open_, close, aux,
-                            fold.train, fold.val, fold.test)
+                   clip: float, pool: tuple[PoolSegment, ...] = ()) -> FoldData:
+    """Fit the normalisers (the target's on `fold.train`, each pooled instrument's on its own
+    train-date bars) and move the fold's arrays to the device, the pooled instruments' bars
+    after the target's."""
+    features, aux = _normalised(feats.values, close, *fold.train, clip)
+    parts = [(features, open_, close, aux)]
+    episodes, offset = [fold.train], len(close)
+    for seg in pool:
+        features, aux = _normalised(seg.features, seg.close, seg.start, seg.end, clip)
+        parts.append((features, seg.open, seg.close, aux))
+        episodes.append((offset + seg.start, offset + seg.end))
+        offset += len(seg.close)
+    features, opens, closes, auxes = (np.concatenate(x) for x in zip(*parts, strict=True))
+    return device_fold_data(features, opens, closes, auxes, fold.train, fold.val, fold.test,
+                            episodes)
 
 
 def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
-                     aux_target: np.ndarray, train, val, test) -> FoldData:
+                     aux_target: np.ndarray, train, val, test, episodes=None) -> FoldData:
     """`FoldData` from host arrays over T bars (features [T, F], the rest [T]) and segment
-    bounds (half-open bar ranges): float32 on the device, the bar axis padded to `bucket(T)`
-    with copies of bar T − 1 (`pad_bars`)."""
+    bounds (half-open bar ranges; `episodes` [I, 2], default the train segment alone): float32
+    on the device, the bar axis padded to `bucket(T)` with copies of bar T − 1 (`pad_bars`)."""
+    episodes = [train] if episodes is None else episodes
     return FoldData(features=pad_bars(features),
                     prices=Prices(open=pad_bars(open_), close=pad_bars(close)),
                     aux_target=pad_bars(aux_target),
                     train=jnp.asarray(train, jnp.int32), val=jnp.asarray(val, jnp.int32),
-                    test=jnp.asarray(test, jnp.int32))
+                    test=jnp.asarray(test, jnp.int32),
+                    episodes=jnp.asarray(np.asarray(episodes, np.int32).reshape(-1, 2)))
 
 
 def pad_bars(x: np.ndarray) -> jax.Array:

@@ -2,11 +2,16 @@
 
 `prepare(cfg)` → `Prepared`, everything known before training; `Prepared.fold_data(k)` moves
 fold k's arrays (features normalised with fold k's train statistics) to the device.
+
+`--data A,B,C` pools instruments: A is the target, the one traded, validated, tested and
+reported; B and C only add training episodes, from their bars inside each fold's train dates
+(`pool_segments`), each normalised on its own train-date bars.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,8 +19,9 @@ import numpy as np
 from rl_trader.buckets import bucket
 from rl_trader.config import RunConfig
 from rl_trader.data import SYNTHETIC_PREFIX, Bars, load
+from rl_trader.errors import InputError
 from rl_trader.features import MarketFeatures, compute_features
-from rl_trader.fold_data import FoldData, make_fold_data
+from rl_trader.fold_data import FoldData, PoolSegment, make_fold_data
 from rl_trader.folds import Fold, make_folds
 
 
@@ -29,6 +35,18 @@ class Prepared:
     folds: list[Fold]
     periods_per_year: float
     oracle_position: np.ndarray | None  # [T] the oracle's target of a synthetic market
+    # pooled instruments (`--data target,other,…`): bars and features, and per fold each one's
+    # PoolSegment (its train-date bars)
+    pool: tuple[tuple[Bars, MarketFeatures], ...] = ()
+    pool_segments: tuple[tuple[PoolSegment, ...], ...] = ()
+
+    @property
+    def data_sha256(self) -> str:
+        """The target's sha256, or with pooled instruments the sha256 of all of theirs."""
+        if not self.pool:
+            return self.bars.sha256
+        shas = [self.bars.sha256] + [b.sha256 for b, _ in self.pool]
+        return hashlib.sha256(",".join(shas).encode()).hexdigest()
 
     @property
     def val_len(self) -> int:
@@ -63,7 +81,8 @@ class Prepared:
     def fold_data(self, k: int) -> FoldData:
         """Fold k's device arrays, normalised with statistics fit on its train segment."""
         return make_fold_data(self.bars.open, self.bars.close, self.features, self.folds[k],
-                              self.cfg.features.clip)
+                              self.cfg.features.clip,
+                              self.pool_segments[k] if self.pool else ())
 
 
 def _layout(n_bars: int, feats: MarketFeatures, cfg: RunConfig) -> list[Fold]:
@@ -73,19 +92,54 @@ def _layout(n_bars: int, feats: MarketFeatures, cfg: RunConfig) -> list[Fold]:
                       cfg.features.lookback, cfg.agent.n_step)
 
 
+def _market(spec: str | None) -> tuple[Bars, np.ndarray | None]:
+    """The bars of one `--data` item, and a synthetic market's oracle positions."""
+    if (spec or "").startswith(SYNTHETIC_PREFIX):
+        from rl_trader.data.synthetic import from_spec
+
+        market = from_spec(spec)
+        return market.bars, market.oracle_position
+    return load(spec), None
+
+
+def pool_segments(target: Bars, folds: list[Fold], bars: Bars, feats: MarketFeatures,
+                  cfg: RunConfig) -> list[PoolSegment]:
+    """Per fold, a pooled instrument's bars dated inside the fold's train dates (the first
+    train bar's date to the last's, both included) and past its own warm-up (features and
+    look-back); raises InputError naming the file and fold when fewer than n_step + 2 bars
+    remain."""
+    first = feats.first_valid + cfg.features.lookback
+    out = []
+    for f in folds:
+        lo, hi = target.dates[f.train[0]], target.dates[f.train[1] - 1]
+        start = max(int(np.searchsorted(bars.dates, lo, "left")), first)
+        end = int(np.searchsorted(bars.dates, hi, "right"))
+        need = cfg.agent.n_step + 2
+        if end - start < need:
+            raise InputError(f"option --data: '{bars.source}' has {max(end - start, 0)} usable "
+                             f"bars in fold {f.index}'s train dates {str(lo)[:10]}..{str(hi)[:10]}"
+                             f" (at least {need} after its first {first} bars of warm-up)")
+        out.append(PoolSegment(open=bars.open, close=bars.close, features=feats.values,
+                               start=start, end=end))
+    return out
+
+
 def prepare(cfg: RunConfig) -> Prepared:
     """Validate the config, load and check the data, compute features, lay out the folds."""
     cfg.validate()
-    oracle_position = None
-    if (cfg.data.path or "").startswith(SYNTHETIC_PREFIX):
-        from rl_trader.data.synthetic import from_spec
-
-        market = from_spec(cfg.data.path)
-        bars, oracle_position = market.bars, market.oracle_position
-    else:
-        bars = load(cfg.data.path)
+    specs = (cfg.data.path or "").split(",") if cfg.data.path else [None]
+    if any(not s.strip() for s in specs if s is not None):
+        raise InputError(f"option --data={cfg.data.path!r}: an empty item in the list")
+    bars, oracle_position = _market(specs[0])
     feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
     folds = _layout(len(bars), feats, cfg)
     ppy = cfg.data.periods_per_year or bars.periods_per_year()
+    pool = []
+    for spec in specs[1:]:
+        other = _market(spec)[0]
+        pool.append((other, compute_features(other.open, other.high, other.low, other.close,
+                                             other.volume)))
+    segments = tuple(zip(*(pool_segments(bars, folds, b, f, cfg) for b, f in pool),
+                         strict=True)) if pool else ()
     return Prepared(cfg=cfg, bars=bars, features=feats, folds=folds, periods_per_year=ppy,
-                    oracle_position=oracle_position)
+                    oracle_position=oracle_position, pool=tuple(pool), pool_segments=segments)

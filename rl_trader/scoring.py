@@ -187,7 +187,9 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
         if "oracle" in cat:
             summary["stitched_oracle_test_sharpe"] = sharpe_of(cat["oracle"].returns, ppy)
     return {**summary, "trials": trials, "config": cfg.to_dict(),
-            "data_sha256": prep.bars.sha256, "data_source": prep.bars.source,
+            "data_sha256": prep.data_sha256, "data_source": prep.bars.source,
+            # pooled instruments as given to --data: training episodes only
+            "data_pool": (prep.cfg.data.path or "").split(",")[1:],
             "n_bars": len(prep.bars), "periods_per_year": ppy,
             "feature_names": list(prep.features.names), "device": describe_device()}
 
@@ -205,5 +207,5 @@ def validation_summary(prep: Prepared, records: tuple, settings: list[dict]) -> 
                        "best_val_sharpe_by_setting": [best.get((f.index, s), None)
                                                       for s in range(len(settings))]}
                       for f in prep.folds],
-            "trials": trials, "config": prep.cfg.to_dict(), "data_sha256": prep.bars.sha256,
+            "trials": trials, "config": prep.cfg.to_dict(), "data_sha256": prep.data_sha256,
             "periods_per_year": prep.periods_per_year, "device": describe_device()}

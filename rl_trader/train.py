@@ -91,11 +91,15 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
     batch_portfolio = jax.vmap(env.portfolio_features, in_axes=(0, None))
 
     def reset_envs(key: jax.Array, fold: FoldData, n: int) -> env.EnvState:
-        start, end = fold.train[0], fold.train[1]
-        t0 = jax.random.randint(key, (n,), start, end - 1)
-        b0 = env.prior_second_moment(fold.prices, start, end)  # the DSR's B₀ from train only
-        return jax.vmap(env.reset, in_axes=(0, 0, None))(t0, env.episode_stop(t0, end, cfg.env),
-                                                         b0)
+        """`n` fresh episodes, each in training range i (`fold.episodes`: one per instrument)
+        with probability ∝ its starting bars, at a uniform bar t0 ∈ [start_i, end_i − 1)."""
+        start, end = fold.episodes[:, 0], fold.episodes[:, 1]
+        span = (end - 1 - start).astype(jnp.float32)
+        i = jax.random.categorical(jax.random.fold_in(key, 1), jnp.log(span), shape=(n,))
+        t0 = jax.random.randint(key, (n,), start[i], end[i] - 1)
+        # the DSR's B₀ from each instrument's own train bars only
+        b0 = jax.vmap(env.prior_second_moment, in_axes=(None, 0, 0))(fold.prices, start, end)
+        return jax.vmap(env.reset)(t0, env.episode_stop(t0, end[i], cfg.env), b0[i])
 
     def env_step(runner: Runner, fold: FoldData,
                  epsilon: jax.Array | None) -> tuple[Runner, replay.Step]:
