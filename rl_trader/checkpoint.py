@@ -130,7 +130,10 @@ class FoldCheckpoints:
     latest epoch would be deleted whenever it is not among the best. `best_fn` is still set
     (without `max_to_keep`, which orbax forbids next to a policy) because `best_step()` needs it.
     Both the policy classes and this combination are identical in orbax 0.12.4 and 0.12.8.
-    Saving is synchronous (async checkpointing off, and `wait_until_finished` after each save).
+    Saving is asynchronous: `save` returns once orbax has the arrays (host numpy, not to be
+    changed afterwards) and the write continues in the background, so several folds' saves
+    overlap each other and the next epoch; `wait` blocks until they are committed, and every
+    reading method waits first, so a read always sees the saves made before it.
 
     In a multi-process run each fold directory has one owning process, which alone saves to it
     (`process=`): the manager then synchronises with no other process, is its own primary host
@@ -176,7 +179,7 @@ class FoldCheckpoints:
         options = ocp.CheckpointManagerOptions(
             best_fn=_score, best_mode="max", preservation_policy=keep,
             create=process is None and not read_only, read_only=read_only,
-            enable_async_checkpointing=False, **solo)
+            enable_async_checkpointing=True, **solo)
         absl = logging.getLogger("absl")
         level = absl.level
         if read_only:  # orbax warns that read-only options turn saving off: that is the point
@@ -188,7 +191,7 @@ class FoldCheckpoints:
             absl.setLevel(level)
 
     def save(self, epoch: int, state: Any, val_sharpe: float, extra: dict | None = None) -> None:
-        """Save `state` (any pytree of arrays) as `epoch`; returns when it is on disk.
+        """Start saving `state` (any pytree of arrays) as `epoch` (`wait`: until it is on disk).
 
         `extra` (json-able) is stored in this epoch's metadata beside the fixed metadata.
         """
@@ -200,21 +203,31 @@ class FoldCheckpoints:
         args = ocp.args.Composite(state=item, meta=ocp.args.JsonSave(meta))
         metrics = {"val_sharpe": -math.inf if math.isnan(v) else v}
         saved = self._mngr.save(int(epoch), args=args, metrics=metrics)
-        self._mngr.wait_until_finished()
         if not saved:
             raise InputError(f"checkpoint {self.directory}: epoch {epoch} not saved: "
                              f"it must come after the latest epoch {self.latest_epoch()}")
 
+    def wait(self) -> None:
+        """Block until every save started so far is committed on disk."""
+        self._mngr.wait_until_finished()
+
     def best_epoch(self) -> int | None:
         """Epoch with the highest validation Sharpe (NaN counts as -inf); None if none saved."""
+        self.wait()
         return self._mngr.best_step()
 
     def latest_epoch(self) -> int | None:
         """Most recent saved epoch; None if none saved."""
+        self.wait()
         return self._mngr.latest_step()
 
+    def saved_epochs(self) -> list[int]:
+        """Every epoch kept on disk, in order."""
+        self.wait()
+        return sorted(int(e) for e in self._mngr.all_steps())
+
     def _epoch(self, epoch: int | None) -> int:
-        steps = list(self._mngr.all_steps())
+        steps = self.saved_epochs()
         if epoch is None:
             epoch = self.best_epoch()
         if epoch is None or epoch not in steps:
@@ -257,7 +270,7 @@ class FoldCheckpoints:
 
     def delete_after(self, epoch: int) -> None:
         """Remove saved epochs > `epoch` (left by a run killed before its resume point)."""
-        for step in self._mngr.all_steps():
+        for step in self.saved_epochs():
             if step > epoch:
                 self._mngr.delete(step)
 

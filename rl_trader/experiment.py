@@ -142,8 +142,11 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         run, state = start(prep, run_dir, cohort, log, resume, t_start, clock)
     for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
         state = train_epoch(run, state, epoch)
-    with clock.stage("resume_wait"):  # the last epoch's resume state
+    with clock.stage("resume_wait"):  # the last epoch's writes
         run.resume_state.close()
+        for ckpt in run.checkpoints:
+            if ckpt is not None:
+                ckpt.wait()
     fault_point(f"saved:{state.progress.epochs_done - 1}")
     with clock.stage("score"):
         summary = score(run, state, validation_only)
@@ -208,21 +211,57 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
     for ckpt in run.checkpoints:  # epochs saved by a run killed after its last resume point
         if ckpt is not None:
             ckpt.delete_after(progress.epochs_done - 1)
+    if resume and progress.epochs_done:
+        _restore_lost_checkpoints(run, restored, progress)
     return run, RunState(runners=runners, records=records, progress=progress)
 
 
+def _restore_lost_checkpoints(run: Run, restored: Records, progress: Progress) -> None:
+    """Save again, from the resume state, a fold checkpoint of the resumed epoch that never
+    reached the disk: the fold checkpoints and the resume state are written in the background
+    side by side, so a run killed at the wrong moment can have committed the second only."""
+    epoch = progress.epochs_done - 1
+    val_sh = [sharpe_of(r, run.prep.periods_per_year) for r in restored.val_returns[epoch]]
+    acting = policy_params(restored.runners.learner, run.prep.cfg.train.eval_params)
+    for k, ckpt in enumerate(run.checkpoints):
+        if ckpt is not None and k not in progress.stopped and epoch not in ckpt.saved_epochs():
+            _save_fold(run, k, epoch, val_sh,
+                       lambda i, n: jax.tree.map(lambda x: x[i:i + n], acting))
+            run.log(f"fold {k}: the checkpoint of epoch {epoch} was not on disk; saved again "
+                    f"from the resume state")
+
+
+def _save_fold(run: Run, k: int, epoch: int, val_sh: list[float],
+               params_of: Callable[[int, int], object]) -> int:
+    """Start saving fold k's checkpoint of `epoch` (its owning process only): the acting
+    params of the ensemble chosen on validation (`best_of`), `params_of(first member, seeds)`
+    (host arrays; called on every process, as it may be a collective). Returns the ensemble."""
+    c = run.cohort
+    best = best_of(c.ensembles_of(k), val_sh)
+    params = params_of(best * c.n_seeds, c.n_seeds)
+    if run.checkpoints[k] is not None:
+        run.checkpoints[k].save(epoch, params, val_sh[best],
+                                {"seeds": c.n_seeds, "holds": HOLDS_ACTING,
+                                 "setting": c.settings[c.groups[best].setting]})
+    return best
+
+
 def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
-    """Stage 3, once per epoch: train every member (then wait for the previous epoch's resume
-    state, written meanwhile), roll every ensemble out on validation; per fold the NaN guard,
-    the selection and its checkpoint, the logs; then start writing the resume state.
+    """Stage 3, once per epoch: train every member (then wait for the previous epoch's fold
+    checkpoints and resume state, written meanwhile), roll every ensemble out on validation;
+    per fold the NaN guard, the selection, the start of its checkpoint's write, the logs; then
+    the start of the resume state's write.
     """
     prep, c, cfg, clock = run.prep, run.cohort, run.prep.cfg, run.clock
     t_epoch = time.time()
     clock.lap()  # this epoch's lap starts here
     with clock.stage("train_program"):  # the first epoch's includes compiling it
         runners, metrics = jax.block_until_ready(c.pop.epoch(state.runners, c.data, c.hps))
-    with clock.stage("resume_wait"):  # the previous epoch's resume state, written meanwhile
+    with clock.stage("resume_wait"):  # the previous epoch's writes, done meanwhile
         run.resume_state.wait()
+        for ckpt in run.checkpoints:
+            if ckpt is not None:
+                ckpt.wait()
     if epoch > 0:
         fault_point(f"saved:{epoch - 1}")
     fault_point(f"epoch:{epoch}")
@@ -253,14 +292,9 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
                                                               f"{epoch}: non-finite {problem}"}
             run.log(progress.stopped[k]["message"] + "; its last good checkpoint is kept")
             continue
-        best = best_of(c.ensembles_of(k), val_sh)
-        with clock.stage("checkpoints"):
-            params = rows(policy_params(runners.learner, cfg.train.eval_params),
-                          best * c.n_seeds, c.n_seeds, c.mesh)  # on every process
-            if run.checkpoints[k] is not None:
-                run.checkpoints[k].save(epoch, params, val_sh[best],
-                                        {"seeds": c.n_seeds, "holds": HOLDS_ACTING,
-                                         "setting": c.settings[c.groups[best].setting]})
+        with clock.stage("checkpoints"):  # started: written in the background
+            best = _save_fold(run, k, epoch, val_sh, lambda i, n: rows(
+                policy_params(runners.learner, cfg.train.eval_params), i, n, c.mesh))
         fault_point(f"saving:{epoch}")
         _log_fold(run, k, epoch, {**records.fold_means(epoch, c.members_of(k)),
                                   **diagnostics_of(records.diagnostics, epoch, best)},

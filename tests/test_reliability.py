@@ -107,3 +107,28 @@ def test_non_finite_training_stops_the_fold_and_keeps_its_last_good_checkpoint(
     assert summary["folds"][0]["best_epoch"] is not None
     assert len(summary["folds"][1]["epochs"]) == 1  # only the good epoch is a trial
     assert np.isfinite(summary["folds"][1]["test_sharpe"])
+
+
+def test_a_fold_checkpoint_lost_beside_a_committed_resume_state_is_saved_again(reference):
+    """Fold checkpoints and the resume state are written in the background side by side; a
+    kill can leave the resume state of an epoch on disk without a fold's checkpoint of it.
+    Simulated by deleting fold 0's epoch-0 checkpoint after a kill at 'saved:0': the resumed
+    run saves it again from the resume state and ends with the uninterrupted run's bytes."""
+    import shutil
+
+    from rl_trader.checkpoint import FoldCheckpoints
+
+    ref, base = reference
+    run_dir = base / "lost_fold_checkpoint"
+    ckpts = run_dir / "fold_0" / "checkpoints"
+    assert run_cli(TINY + ["--run-dir", str(run_dir)], kill_at="saved:0").returncode == -9
+    with FoldCheckpoints(ckpts, "", {}, read_only=True) as c:
+        lost = c.metadata(0)
+    shutil.rmtree(ckpts / "0")
+    again = run_cli(["--resume", "--run-dir", str(run_dir)])
+    assert again.returncode == 0, again.stderr
+    assert "fold 0: the checkpoint of epoch 0 was not on disk; saved again" in again.stdout
+    assert (run_dir / "summary.json").read_bytes() == ref
+    with FoldCheckpoints(ckpts, "", {}, read_only=True) as c:
+        if 0 in c.saved_epochs():  # kept (among the best two): the same ensemble and score
+            assert c.metadata(0) == lost
