@@ -20,7 +20,8 @@ setting() {  # NAME OPTIONS: every market, in turn
   for item in ${markets//,/ }; do
     m=${item%@*} seed=0
     [[ $item == *@* ]] && seed=${item#*@}
-    tag="$name-${m%%+*}" tag="${tag//:/_}-r$seed"
+    tag="$name-${m%%+*}" tag="${tag//:/_}-r$seed"  # a pool of K more: -poolK
+    pooled=${m//[^+]/} && [[ -n $pooled ]] && tag="$tag-pool${#pooled}"
     data="synthetic:${m//+/,synthetic:}"
     echo "=== $tag: --data $data --seed $seed --epochs $epochs $opts"
     # shellcheck disable=SC2086  # options are words

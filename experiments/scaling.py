@@ -76,32 +76,38 @@ def _free_port() -> int:
 
 def run_layout(procs: int, devs: int, args: list[str], run_dir: Path,
                timeout: float) -> tuple[int, str]:
-    """Run the job as `procs` processes of `devs` devices; (worst return code, stderr tail)."""
+    """Run the job as `procs` processes of `devs` devices; (worst return code, stderr tail).
+    A process that fails stops the others; past `timeout` seconds all stop (code 124)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RL_TRADER_JAX_CACHE": "off"}
     cmd = [sys.executable, "-m", "experiments.multi_fold", *args, "--run-dir", str(run_dir)]
-    if procs == 1:
-        cmd += ["--devices", str(devs)]  # several processes: every device of every process
-    else:
-        port = _free_port()
+    port = _free_port()
+    logs = [tempfile.TemporaryFile("w+") for _ in range(procs)]  # a pipe could fill and block
     popen = []
     for i in range(procs):
-        penv = dict(env)
-        if procs > 1:
+        penv, extra = dict(env), ["--devices", str(devs)]  # one process: its first D devices
+        if procs > 1:  # several: every device of every process
             penv["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * devs + d) for d in range(devs))
             extra = ["--coordinator", f"127.0.0.1:{port}", "--num-processes", str(procs),
                      "--process-id", str(i)]
-        else:
-            extra = []
         popen.append(subprocess.Popen(cmd + extra, cwd=ROOT, env=penv, text=True,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+                                      stdout=subprocess.DEVNULL, stderr=logs[i]))
+    deadline, failed = time.monotonic() + timeout, None
     try:
-        errs = [p.communicate(timeout=timeout)[1] for p in popen]
+        while failed is None and any(p.poll() is None for p in popen):
+            failed = next((i for i, p in enumerate(popen) if p.returncode), None)
+            if time.monotonic() > deadline:
+                return 124, f"timed out after {timeout:.0f} s"
+            time.sleep(0.2)
     finally:
         for p in popen:
             p.kill()
-    codes = [p.returncode for p in popen]
-    worst = max(codes, key=abs)
-    return worst, "" if worst == 0 else errs[codes.index(worst)][-2000:]
+            p.wait()
+    if failed is None:  # every process had ended: the first that failed, if any
+        failed = next((i for i, p in enumerate(popen) if p.returncode), None)
+    if failed is None:
+        return 0, ""
+    logs[failed].seek(0)
+    return popen[failed].returncode, logs[failed].read()[-2000:]
 
 
 def measure(layout: str, size: int, args: list[str], steps: int, work: Path,

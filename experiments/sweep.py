@@ -71,11 +71,11 @@ def refuse_gate_data(path: str | None) -> None:
     """The fresh-seed rule: synthetic data seeds ≥ GATE_SEED_BASE belong to the release gate
     (`experiments.convergence`) and are never tuned on."""
     from experiments.convergence import GATE_SEED_BASE
-    from rl_trader.data import SYNTHETIC_PREFIX
+    from rl_trader.data import SYNTHETIC_PREFIX, data_specs
     from rl_trader.data.synthetic import parse_spec
 
-    for item in (path or "").split(","):  # every pooled instrument too
-        if item.startswith(SYNTHETIC_PREFIX) and parse_spec(item)[2] >= GATE_SEED_BASE:
+    for item in data_specs(path):  # every pooled instrument too
+        if (item or "").startswith(SYNTHETIC_PREFIX) and parse_spec(item)[2] >= GATE_SEED_BASE:
             raise InputError(f"option --data={path!r}: data seeds >= {GATE_SEED_BASE} are the "
                              f"convergence gate's; tune on seeds < {GATE_SEED_BASE}")
 

@@ -117,6 +117,12 @@ async def _write_arrays(values: Sequence[np.ndarray],
     await asyncio.gather(*map(write, values, infos, args))
 
 
+# Background writes, but step directories created in the calling thread: orbax's background
+# creation signals other processes through per-process operation counters, which diverge when
+# each fold's manager is used by one process only (folds not divisible by the processes).
+_ASYNC = ocp.options.AsyncOptions(create_directories_asynchronously=False)
+
+
 class FoldCheckpoints:
     """orbax CheckpointManager for one fold directory: keeps the two best epochs by validation
     Sharpe and the latest epoch.
@@ -179,7 +185,7 @@ class FoldCheckpoints:
         options = ocp.CheckpointManagerOptions(
             best_fn=_score, best_mode="max", preservation_policy=keep,
             create=process is None and not read_only, read_only=read_only,
-            enable_async_checkpointing=True, **solo)
+            enable_async_checkpointing=True, async_options=_ASYNC, **solo)
         absl = logging.getLogger("absl")
         level = absl.level
         if read_only:  # orbax warns that read-only options turn saving off: that is the point
@@ -316,7 +322,8 @@ class ResumeState:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory).expanduser().resolve()
         options = ocp.CheckpointManagerOptions(max_to_keep=1, create=True,
-                                               enable_async_checkpointing=True)
+                                               enable_async_checkpointing=True,
+                                               async_options=_ASYNC)
         self._mngr = ocp.CheckpointManager(self.directory, options=options)
 
     def save(self, epoch: int, state: Any, meta: dict) -> None:
@@ -330,6 +337,7 @@ class ResumeState:
         self._mngr.wait_until_finished()
 
     def latest_epoch(self) -> int | None:
+        """The epoch of the latest committed resume state; None if none."""
         return self._mngr.latest_step()
 
     def meta(self) -> dict:

@@ -84,6 +84,14 @@ class Run:
     clock: Stopwatch  # seconds per stage (timings.json)
     laps: list[dict] = dataclasses.field(default_factory=list)  # this process's epochs
 
+    def wait_for_writes(self) -> None:
+        """Block until this process's fold checkpoints and resume state started so far are
+        committed on disk."""
+        self.resume_state.wait()
+        for ckpt in self.checkpoints:
+            if ckpt is not None:
+                ckpt.wait()
+
     def fold_checkpoints(self, k: int, process: int | None) -> FoldCheckpoints:
         """Fold k's checkpoint manager, used by `process` alone (None: by every process)."""
         f = self.prep.folds[k]
@@ -143,10 +151,8 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
     for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
         state = train_epoch(run, state, epoch)
     with clock.stage("resume_wait"):  # the last epoch's writes
+        run.wait_for_writes()
         run.resume_state.close()
-        for ckpt in run.checkpoints:
-            if ckpt is not None:
-                ckpt.wait()
     fault_point(f"saved:{state.progress.epochs_done - 1}")
     with clock.stage("score"):
         summary = score(run, state, validation_only)
@@ -258,10 +264,7 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     with clock.stage("train_program"):  # the first epoch's includes compiling it
         runners, metrics = jax.block_until_ready(c.pop.epoch(state.runners, c.data, c.hps))
     with clock.stage("resume_wait"):  # the previous epoch's writes, done meanwhile
-        run.resume_state.wait()
-        for ckpt in run.checkpoints:
-            if ckpt is not None:
-                ckpt.wait()
+        run.wait_for_writes()
     if epoch > 0:
         fault_point(f"saved:{epoch - 1}")
     fault_point(f"epoch:{epoch}")
@@ -304,7 +307,7 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     with clock.stage("resume_state"):
         # The members as they lie on the devices (each process writes its own rows; the
         # copy to the host ends before `save` returns, so the next epoch may donate them);
-        # the host records copied, since the next epoch fills them in while the write runs.
+        # the host records copied, so that nothing the write reads is shared with the loop.
         saved = jax.tree.map(np.copy, records.replace(runners=None)).replace(runners=runners)
         run.resume_state.save(epoch, saved, {**progress.to_json(),
                                              "members_saved": c.n_padded})
@@ -374,7 +377,7 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
             w.close()
     for ckpt in run.checkpoints:
         if ckpt is not None:
-            ckpt.close()  # every save returned when committed
+            ckpt.close()  # waits for its last save
     barrier("fold_checkpoints")  # every owner's saves are on disk before process 0 reads them
     if jax.process_index() != 0:  # process 0 scores every fold and writes the summary
         return {"stopped": stopped}

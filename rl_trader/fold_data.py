@@ -14,6 +14,9 @@ alone (ridge fits on the same training bars as the agent).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -56,7 +59,7 @@ class FoldData:
     episodes: jax.Array  # int32 [I, 2]: training bar ranges, row 0 = `train`; one per instrument
 
 
-@struct.dataclass
+@dataclass(frozen=True)
 class PoolSegment:
     """A pooled instrument's host arrays over its own T_j bars, and the bars of the fold's train
     dates it trains on, [start, end) in its own index (past its feature warm-up)."""
@@ -116,7 +119,8 @@ def make_fold_data(open_: np.ndarray, close: np.ndarray, feats: MarketFeatures, 
 
 
 def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
-                     aux_target: np.ndarray, train, val, test, episodes=None) -> FoldData:
+                     aux_target: np.ndarray, train, val, test,
+                     episodes: Sequence[Sequence[int]] | None = None) -> FoldData:
     """`FoldData` from host arrays over T bars (features [T, F], the rest [T]) and segment
     bounds (half-open bar ranges; `episodes` [I, 2], default the train segment alone): float32
     on the device, the bar axis padded to `bucket(T)` with copies of bar T − 1 (`pad_bars`)."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from rl_trader.buckets import bucket
 from rl_trader.config import RunConfig
-from rl_trader.data import SYNTHETIC_PREFIX, Bars, load
+from rl_trader.data import SYNTHETIC_PREFIX, Bars, data_specs, load
 from rl_trader.errors import InputError
 from rl_trader.features import MarketFeatures, compute_features
 from rl_trader.fold_data import FoldData, PoolSegment, make_fold_data
@@ -39,6 +39,11 @@ class Prepared:
     # PoolSegment (its train-date bars)
     pool: tuple[tuple[Bars, MarketFeatures], ...] = ()
     pool_segments: tuple[tuple[PoolSegment, ...], ...] = ()
+
+    @property
+    def pool_sources(self) -> list[str]:
+        """The pooled instruments as given to `--data` (training episodes only)."""
+        return data_specs(self.cfg.data.path)[1:]
 
     @property
     def data_sha256(self) -> str:
@@ -102,8 +107,8 @@ def _market(spec: str | None) -> tuple[Bars, np.ndarray | None]:
     return load(spec), None
 
 
-def pool_segments(target: Bars, folds: list[Fold], bars: Bars, feats: MarketFeatures,
-                  cfg: RunConfig) -> list[PoolSegment]:
+def pool_segments(target: Bars, folds: list[Fold], source: str, bars: Bars,
+                  feats: MarketFeatures, cfg: RunConfig) -> list[PoolSegment]:
     """Per fold, a pooled instrument's bars dated inside the fold's train dates (the first
     train bar's date to the last's, both included) and past its own warm-up (features and
     look-back); raises InputError naming the file and fold when fewer than n_step + 2 bars
@@ -116,7 +121,7 @@ def pool_segments(target: Bars, folds: list[Fold], bars: Bars, feats: MarketFeat
         end = int(np.searchsorted(bars.dates, hi, "right"))
         need = cfg.agent.n_step + 2
         if end - start < need:
-            raise InputError(f"option --data: '{bars.source}' has {max(end - start, 0)} usable "
+            raise InputError(f"option --data: '{source}' has {max(end - start, 0)} usable "
                              f"bars in fold {f.index}'s train dates {str(lo)[:10]}..{str(hi)[:10]}"
                              f" (at least {need} after its first {first} bars of warm-up)")
         out.append(PoolSegment(open=bars.open, close=bars.close, features=feats.values,
@@ -127,9 +132,7 @@ def pool_segments(target: Bars, folds: list[Fold], bars: Bars, feats: MarketFeat
 def prepare(cfg: RunConfig) -> Prepared:
     """Validate the config, load and check the data, compute features, lay out the folds."""
     cfg.validate()
-    specs = (cfg.data.path or "").split(",") if cfg.data.path else [None]
-    if any(not s.strip() for s in specs if s is not None):
-        raise InputError(f"option --data={cfg.data.path!r}: an empty item in the list")
+    specs = data_specs(cfg.data.path)
     bars, oracle_position = _market(specs[0])
     feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
     folds = _layout(len(bars), feats, cfg)
@@ -139,7 +142,8 @@ def prepare(cfg: RunConfig) -> Prepared:
         other = _market(spec)[0]
         pool.append((other, compute_features(other.open, other.high, other.low, other.close,
                                              other.volume)))
-    segments = tuple(zip(*(pool_segments(bars, folds, b, f, cfg) for b, f in pool),
+    segments = tuple(zip(*(pool_segments(bars, folds, spec, b, f, cfg)
+                           for spec, (b, f) in zip(specs[1:], pool, strict=True)),
                          strict=True)) if pool else ()
     return Prepared(cfg=cfg, bars=bars, features=feats, folds=folds, periods_per_year=ppy,
                     oracle_position=oracle_position, pool=tuple(pool), pool_segments=segments)

@@ -188,8 +188,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
             summary["stitched_oracle_test_sharpe"] = sharpe_of(cat["oracle"].returns, ppy)
     return {**summary, "trials": trials, "config": cfg.to_dict(),
             "data_sha256": prep.data_sha256, "data_source": prep.bars.source,
-            # pooled instruments as given to --data: training episodes only
-            "data_pool": (prep.cfg.data.path or "").split(",")[1:],
+            "data_pool": prep.pool_sources,
             "n_bars": len(prep.bars), "periods_per_year": ppy,
             "feature_names": list(prep.features.names), "device": describe_device()}
 
@@ -208,4 +207,5 @@ def validation_summary(prep: Prepared, records: tuple, settings: list[dict]) -> 
                                                       for s in range(len(settings))]}
                       for f in prep.folds],
             "trials": trials, "config": prep.cfg.to_dict(), "data_sha256": prep.data_sha256,
-            "periods_per_year": prep.periods_per_year, "device": describe_device()}
+            "data_pool": prep.pool_sources, "periods_per_year": prep.periods_per_year,
+            "device": describe_device()}

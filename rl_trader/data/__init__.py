@@ -1,8 +1,20 @@
 """Bar data: loading and validation of OHLCV files, the embedded default, synthetic markets."""
 
 from rl_trader.data.loader import Bars, embedded_path, load_bars
+from rl_trader.errors import InputError
 
 SYNTHETIC_PREFIX = "synthetic:"
+
+
+def data_specs(path: str | None) -> list[str | None]:
+    """The items of `--data`: [target, pooled, …] (whitespace around commas ignored), or
+    [None] for the embedded default; an empty item raises InputError."""
+    if not path:
+        return [None]
+    items = [item.strip() for item in path.split(",")]
+    if not all(items):
+        raise InputError(f"option --data={path!r}: an empty item in the list")
+    return items
 
 
 def load(source: str | None) -> Bars:
@@ -14,4 +26,4 @@ def load(source: str | None) -> Bars:
     return load_bars(source)
 
 
-__all__ = ["Bars", "embedded_path", "load", "load_bars"]
+__all__ = ["Bars", "data_specs", "embedded_path", "load", "load_bars"]
