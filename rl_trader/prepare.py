@@ -107,6 +107,20 @@ def _market(spec: str | None) -> tuple[Bars, np.ndarray | None]:
     return load(spec), None
 
 
+def _pooled(spec: str, target: Bars, seen: list[str]) -> Bars:
+    """A pooled instrument's bars; refused (InputError) when it repeats the target or another
+    pooled instrument (the same bytes), or when its bars are of another frequency than the
+    target's (inferred bars per year more than 2× apart)."""
+    bars = _market(spec)[0]
+    if bars.sha256 == target.sha256 or bars.sha256 in seen:
+        raise InputError(f"option --data: '{spec}' repeats an instrument already in the list")
+    mine, theirs = bars.periods_per_year(), target.periods_per_year()
+    if not 0.5 <= mine / theirs <= 2.0:
+        raise InputError(f"option --data: '{spec}' has about {mine:g} bars per year, the target "
+                         f"{theirs:g}: pooled instruments must share the target's bar frequency")
+    return bars
+
+
 def pool_segments(target: Bars, folds: list[Fold], source: str, bars: Bars,
                   feats: MarketFeatures, cfg: RunConfig) -> list[PoolSegment]:
     """Per fold, a pooled instrument's bars dated inside the fold's train dates (the first
@@ -139,7 +153,7 @@ def prepare(cfg: RunConfig) -> Prepared:
     ppy = cfg.data.periods_per_year or bars.periods_per_year()
     pool = []
     for spec in specs[1:]:
-        other = _market(spec)[0]
+        other = _pooled(spec, bars, [b.sha256 for b, _ in pool])
         pool.append((other, compute_features(other.open, other.high, other.low, other.close,
                                              other.volume)))
     segments = tuple(zip(*(pool_segments(bars, folds, spec, b, f, cfg)

@@ -91,6 +91,24 @@ def test_a_pooled_file_without_train_dates_is_refused_in_one_line(tmp_path):
         _prep(f"{TARGET},")
 
 
+def test_a_repeated_or_other_frequency_instrument_is_refused_in_one_line(tmp_path):
+    from rl_trader.data.synthetic import from_spec
+
+    with pytest.raises(InputError, match=f"'{TARGET}' repeats an instrument"):
+        _prep(f"{TARGET},{TARGET}")
+    with pytest.raises(InputError, match=f"'{OTHER}' repeats an instrument"):
+        _prep(f"{TARGET},{OTHER},{OTHER}")
+    bars = from_spec("synthetic:ar1:300:3").bars
+    weekly = bars.dates[0] + np.arange(len(bars)) * np.timedelta64(7, "D")
+    path = tmp_path / "weekly.csv"
+    path.write_text("\n".join(["date,open,high,low,close,volume"] + [
+        f"{np.datetime_as_string(d, 'D')},{o},{h},{lo},{c},{v}" for d, o, h, lo, c, v in
+        zip(weekly, bars.open, bars.high, bars.low, bars.close, bars.volume, strict=True)]))
+    with pytest.raises(InputError, match=r"weekly\.csv' has about 52 bars per year, the target "
+                                         r"252: pooled instruments must share"):
+        _prep(f"{TARGET},{path}")
+
+
 def test_a_pooled_run_trains_and_says_what_it_pooled(tmp_path):
     import json
 
