@@ -8,12 +8,16 @@ cache directory for the session (RL_TRADER_JAX_CACHE, read by
 is compiled once. The directory starts empty, as on a CI machine, unless RL_TRADER_JAX_CACHE
 is already set (a warm directory of your own, or `off`). Under pytest-xdist each worker has its
 own directory (its own temporary tree): a test that counts cache entries sees its own runs only.
+(One directory shared by the workers, tried on 2026-12-01, saved no measurable time:
+docs/benchmarks.md.)
 
-The tests compile with LLVM's optimisation off (`--xla_backend_optimization_level=0` in
-XLA_FLAGS, inherited by subprocesses; kept out if XLA_FLAGS already sets a level): XLA's CPU
-compilation takes about a third less time, the programs compute the same numbers (XLA's CPU
-backend uses no fast-math, so LLVM may not reorder floating-point operations), and the
-tests check behaviour, not speed.
+The tests compile cheaply (`TEST_XLA_FLAGS`, added to XLA_FLAGS and inherited by subprocesses;
+a flag already in XLA_FLAGS is left as it is): LLVM's optimisation off, its expensive passes
+off, and XLA's older CPU loop emitters instead of the fusion emitters. On a 2-core CPU a cold
+tiny run compiles in about 30 CPU-seconds instead of 52 (2026-12-01). The tests check
+behaviour, not speed, and every run a test compares with another is compiled the same way:
+the emitters round a few elementwise functions differently (the tiny run's test Sharpes are
+equal to the last digit, its diagnostics within 1e-6 relative), which no test depends on.
 
 `make test` runs the modules on parallel workers (`-n auto --dist loadfile`), each module whole
 on one worker, in the order collected: the slowest modules (`SLOW_FIRST`) are put first, so the
@@ -24,23 +28,28 @@ import os
 
 import pytest
 
-# The modules that take longest on a 2-core CPU (seconds, measured 2026-11-30), slowest first.
-SLOW_FIRST = ("test_multihost",  # ~100: two processes killed and resumed, no compile cache
-              "test_reliability",  # ~95: nine subprocess runs
-              "test_train",  # ~80
-              "test_devices",  # ~55: 4 fake devices, its own programs
-              "test_bad_input",  # ~50
-              "test_multi_fold",  # ~45
-              "test_learning", "test_sweep", "test_convergence", "test_buckets",
-              "test_evaluate")
+# The modules that take longest on a 2-core CPU (seconds in a full run, measured 2026-12-01),
+# slowest first.
+SLOW_FIRST = ("test_reliability",  # ~185: nine subprocess runs, the first compiling
+              "test_multihost",  # ~115: two processes killed and resumed, no compile cache
+              "test_devices",  # ~80: 4 fake devices, its own programs
+              "test_train",  # ~65
+              "test_buckets", "test_scaling", "test_convergence", "test_learning",
+              "test_prepare", "test_checkpoint", "test_multi_fold")
+
+
+TEST_XLA_FLAGS = {"xla_backend_optimization_level": "0",
+                  "xla_llvm_disable_expensive_passes": "true",
+                  "xla_cpu_use_fusion_emitters": "false"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Before any test module imports JAX: XLA's CPU backend without LLVM optimisation."""
+    """Before any test module imports JAX: XLA's CPU backend compiling cheaply."""
     flags = os.environ.get("XLA_FLAGS", "")
     on_cpu = os.environ.get("JAX_PLATFORMS", "cpu") == "cpu"  # `make test`; not a GPU session
-    if on_cpu and "xla_backend_optimization_level" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0".strip()
+    if on_cpu:
+        extra = [f"--{k}={v}" for k, v in TEST_XLA_FLAGS.items() if k not in flags]
+        os.environ["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,8 +1,9 @@
 """Sharding the population over devices: results do not depend on the layout.
 
-Runs in a subprocess with 4 fake CPU devices (XLA_FLAGS must be set before JAX starts). The
+Runs in subprocesses with 4 fake CPU devices (XLA_FLAGS must be set before JAX starts). The
 population is 2 folds × 3-seed ensembles = 6 members: on 4 devices it is padded to 8 (2 a
-device), and fold 0's ensemble spans devices 0 and 1.
+device), and fold 0's ensemble spans devices 0 and 1. A run killed on 4 devices and resumed on
+1 reuses the programs the first subprocess compiled (the session's cache).
 """
 
 import json
@@ -15,12 +16,13 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+ARGS = ["--preset", "smoke", "--data", "synthetic:ar1:1200:3", "--folds", "2", "--epochs", "2",
+        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8", "--seeds", "3"]
 SCRIPT = """
 import json, sys
 from experiments.multi_fold import main
 base = sys.argv[1]
-args = ["--preset", "smoke", "--data", "synthetic:ar1:1200:3", "--folds", "2", "--epochs", "1",
-        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8", "--seeds", "3"]
+args = json.loads(sys.argv[2])
 out = {}
 for n in (1, 4):
     assert main(args + ["--devices", str(n), "--run-dir", f"{base}/d{n}"]) == 0
@@ -33,22 +35,53 @@ print("RESULT " + json.dumps(out))
 """
 
 
+def four_devices(kill_at: str | None = None) -> dict:
+    """The environment of a process with 4 fake CPU devices and the session's cache."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
+           "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
+           + " --xla_force_host_platform_device_count=4"}
+    env.pop("RL_TRADER_KILL_AT", None)
+    return {**env, "RL_TRADER_KILL_AT": kill_at} if kill_at else env
+
+
 @pytest.fixture(scope="module")
 def layouts(tmp_path_factory):
     base = tmp_path_factory.mktemp("devices")
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
-           "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
-           + " --xla_force_host_platform_device_count=4"}  # the session's cache
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(base)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(base), json.dumps(ARGS)], cwd=ROOT,
+                         env=four_devices(), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
-    return {int(k): v for k, v in json.loads(line[len("RESULT "):]).items()}
+    return {int(k): v for k, v in json.loads(line[len("RESULT "):]).items()}, base
 
 
 def test_same_results_on_1_and_4_devices(layouts):
     """6 members on 4 devices need 2 pad members, and fold 0's ensemble spans two devices;
     the per-fold Sharpes must not move."""
+    layouts, _ = layouts
     assert [layouts[n]["devices"] for n in (1, 4)] == [1, 4]
     np.testing.assert_allclose(layouts[4]["test"], layouts[1]["test"], atol=1e-4)
     np.testing.assert_allclose(layouts[4]["val"], layouts[1]["val"], atol=1e-4)
+
+
+def test_a_run_killed_on_four_devices_resumes_on_one(layouts):
+    """The resume state holds the members as the devices held them, padded to the device
+    count (6 members → 8 rows here); resumed on one device the pad rows are dropped and the
+    run ends as the uninterrupted one-device run does (on the CPU, to 1e-4)."""
+    layouts, base = layouts
+    run_dir = base / "four_then_one"
+
+    def cli(args, kill_at=None):
+        return subprocess.run([sys.executable, "-m", "experiments.multi_fold", *args], cwd=ROOT,
+                              env=four_devices(kill_at), capture_output=True, text=True,
+                              timeout=300)
+
+    out = cli(ARGS + ["--devices", "4", "--run-dir", str(run_dir)], kill_at="saved:0")
+    assert out.returncode == -9, out.stderr[-3000:]
+    again = cli(["--resume", "--run-dir", str(run_dir), "--devices", "1"])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resuming after epoch 0" in again.stdout
+    both = json.loads((run_dir / "summary.json").read_text())
+    np.testing.assert_allclose([f["test_sharpe"] for f in both["folds"]], layouts[1]["test"],
+                               atol=1e-4)
+    np.testing.assert_allclose([f["val_sharpe"] for f in both["folds"]], layouts[1]["val"],
+                               atol=1e-4)

@@ -31,20 +31,19 @@ def test_speedups_are_against_one_device_at_the_same_population():
                                        "whole_epoch": 1.5}]
 
 
-def test_a_tiny_run_on_one_and_two_devices_writes_its_figures(tmp_path, monkeypatch):
+def test_a_tiny_run_on_two_devices_writes_its_figures(tmp_path, monkeypatch):
+    """One real job through the harness (speed-ups from figures are the test above's)."""
     monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", "")
                        + " --xla_force_host_platform_device_count=2")
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     out = tmp_path / "scaling.json"
-    assert scaling.main(["--sizes", "4", "--layouts", "1,2", "--folds", "2", "--seeds", "2",
+    assert scaling.main(["--sizes", "4", "--layouts", "2", "--folds", "2", "--seeds", "2",
                          "--steps", "8", "--args", "--preset smoke --envs 4 --batch 8",
                          "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
     result = json.loads(out.read_text())
-    one, two = result["runs"]
-    assert (one["devices"], two["devices"], one["members"]) == (1, 2, 4)
-    for r in (one, two):
-        assert 0 < r["train_program_s"] <= r["epoch_s"]
-        assert {"train_program", "validation", "checkpoints", "resume_state"} <= set(r["stages"])
-    [s] = result["speedups"]
-    assert s["layout"] == "2" and s["whole_epoch"] == round(one["epoch_s"] / two["epoch_s"], 3)
+    [run] = result["runs"]
+    assert (run["layout"], run["devices"], run["members"]) == ("2", 2, 4)
+    assert 0 < run["train_program_s"] <= run["epoch_s"]
+    assert {"train_program", "validation", "checkpoints", "resume_state"} <= set(run["stages"])
+    assert result["speedups"] == []  # no one-device run to compare with
     assert not list((tmp_path / "work").iterdir())  # each run directory removed once read
