@@ -36,18 +36,22 @@ def reference(tmp_path_factory):
     return (base / "ref" / "summary.json").read_bytes(), base
 
 
-@pytest.mark.parametrize("kill_at", ["epoch:1", "saving:1", "scoring"])
-def test_sigkill_then_resume_equals_uninterrupted(reference, kill_at):
-    """Killed at each kind of point and resumed in a fresh process, the run writes the same
-    summary.json bytes as the uninterrupted run (so the same seed also gives the same bytes
-    from any fresh process), removes its resume state and keeps its timings apart. The kill
-    at 'saved:0' (after an epoch's writes commit) is the next test's, and test_devices.py
-    and test_multihost.py kill there too."""
+def test_sigkill_then_resume_equals_uninterrupted(reference):
+    """Killed at each kind of point, one after another (at the start of epoch 1; then, resumed,
+    while saving epoch 1; then, resumed again, while scoring) and resumed in a fresh process
+    each time, the run writes the same summary.json bytes as the uninterrupted run (so the same
+    seed also gives the same bytes from any fresh process), removes its resume state and keeps
+    its timings apart. The kill at 'saved:0' (after an epoch's writes commit) is the next
+    test's; test_devices.py and test_multihost.py kill there too."""
     ref, base = reference
-    run_dir = base / f"killed_{kill_at.replace(':', '_')}"
-    out = run_cli(TINY + ["--run-dir", str(run_dir)], kill_at=kill_at)
+    run_dir = base / "killed"
+    out = run_cli(TINY + ["--run-dir", str(run_dir)], kill_at="epoch:1")
     assert out.returncode == -9, out.stderr  # really killed by SIGKILL
-    assert not (run_dir / "summary.json").exists()
+    for kill_at in ("saving:1", "scoring"):
+        out = run_cli(["--resume", "--run-dir", str(run_dir)], kill_at=kill_at)
+        assert out.returncode == -9, (kill_at, out.stderr)
+        assert "resuming after epoch" in out.stdout, kill_at
+        assert not (run_dir / "summary.json").exists()
     again = run_cli(["--resume", "--run-dir", str(run_dir)])
     assert again.returncode == 0, again.stderr
     assert (run_dir / "summary.json").read_bytes() == ref
