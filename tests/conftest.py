@@ -30,7 +30,7 @@ import pytest
 
 # The modules that take longest on a 2-core CPU (seconds in a full run, measured 2026-12-01),
 # slowest first.
-SLOW_FIRST = ("test_reliability",  # ~150: seven subprocess runs, the first compiling
+SLOW_FIRST = ("test_reliability",  # ~165: seven subprocess runs, the first compiling
               "test_multihost",  # ~115: two processes killed and resumed, no compile cache
               "test_devices",  # ~80: 4 fake devices, its own programs
               "test_train",  # ~65

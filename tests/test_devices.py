@@ -36,12 +36,15 @@ print("RESULT " + json.dumps(out))
 
 
 def four_devices(kill_at: str | None = None) -> dict:
-    """The environment of a process with 4 fake CPU devices and the session's cache."""
+    """The environment of a process with 4 fake CPU devices and the session's cache; killed
+    at fault point `kill_at` if given."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
            "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
            + " --xla_force_host_platform_device_count=4"}
     env.pop("RL_TRADER_KILL_AT", None)
-    return {**env, "RL_TRADER_KILL_AT": kill_at} if kill_at else env
+    if kill_at:
+        env["RL_TRADER_KILL_AT"] = kill_at
+    return env
 
 
 @pytest.fixture(scope="module")

@@ -47,6 +47,7 @@ def test_sigkill_then_resume_equals_uninterrupted(reference):
     run_dir = base / "killed"
     out = run_cli(TINY + ["--run-dir", str(run_dir)], kill_at="epoch:1")
     assert out.returncode == -9, out.stderr  # really killed by SIGKILL
+    assert not (run_dir / "summary.json").exists()
     for kill_at in ("saving:1", "scoring"):
         out = run_cli(["--resume", "--run-dir", str(run_dir)], kill_at=kill_at)
         assert out.returncode == -9, (kill_at, out.stderr)
