@@ -155,24 +155,43 @@ def branching_double_q_td(q_dir_tm1: jax.Array, q_mag_tm1: jax.Array, a_dir_tm1:
     return jax.lax.stop_gradient(target) - q_tm1, branch_mask(a_dir_tm1)
 
 
-def aux_loss_tm1(aux_tm1: jax.Array, aux_target_tm1: jax.Array) -> jax.Array:
-    """Mean squared error of the predicted next-bar return over a batch [B]."""
-    return jnp.mean((aux_tm1 - aux_target_tm1) ** 2)
+def aux_loss_tm1(aux_tm1: jax.Array, aux_target_tm1: jax.Array,
+                 weight_tm1: jax.Array | None = None) -> jax.Array:
+    """Mean squared error of the predicted next-bar return over a batch [B]
+    (`weighted_mean` of the squared errors)."""
+    return weighted_mean((aux_tm1 - aux_target_tm1) ** 2, weight_tm1)
+
+
+def weighted_mean(x: jax.Array, weight: jax.Array | None) -> jax.Array:
+    """(1/B)·Σ_i w_i·x_i over a batch [B]; the plain mean when `weight` is None. Bootstrap
+    weights have E[w] = 1, so the weighted loss has the plain loss's scale."""
+    return jnp.mean(x) if weight is None else jnp.mean(weight * x)
+
+
+def bootstrap_weight(key: jax.Array, bar: jax.Array, block: int) -> jax.Array:
+    """Bagging weight of samples at bars `bar` (int [B]): a double-or-nothing bootstrap of
+    blocks of `block` bars, w = 2·Bernoulli(½) per block ⌊bar / block⌋, the same for every
+    sample of a block and fixed by `key` for a whole run (one bag per member). E[w] = 1 and
+    Var[w] = 1, as for the Poisson(1) bootstrap (Owen & Eckles 2012); float32 [B]."""
+    keep = jax.vmap(lambda b: jax.random.bernoulli(jax.random.fold_in(key, b)))(bar // block)
+    return 2.0 * keep.astype(jnp.float32)
 
 
 def q_loss(out_tm1: QOut, out_t_online: QOut, out_t_target: QOut, a_dir_tm1: jax.Array,
            a_mag_tm1: jax.Array, r_t: jax.Array, discount_t: jax.Array, aux_target_tm1: jax.Array,
-           cfg: AgentConfig, aux_weight: jax.Array) -> tuple[jax.Array, LossInfo]:
+           cfg: AgentConfig, aux_weight: jax.Array,
+           weight_tm1: jax.Array | None = None) -> tuple[jax.Array, LossInfo]:
     """Batch loss of the taken actions: masked Huber over branches + λ_aux · MSE of the
-    next-bar return (`aux_weight` a traced scalar)."""
+    next-bar return (`aux_weight` a traced scalar); both are `weighted_mean`s over the batch
+    when sample weights `weight_tm1` [B] are given (bagging)."""
     td, mask = jax.vmap(branching_double_q_td)(
         out_tm1.q_direction, out_tm1.q_magnitude, a_dir_tm1, a_mag_tm1, r_t, discount_t,
         out_t_target.q_direction, out_t_target.q_magnitude,
         out_t_online.q_direction, out_t_online.q_magnitude)
     chex.assert_equal_shape([td, mask])
     per_transition = jnp.sum(huber(td, cfg.huber_delta) * mask, -1) / jnp.sum(mask, -1)
-    aux_loss = aux_loss_tm1(out_tm1.aux, aux_target_tm1)
-    loss = jnp.mean(per_transition) + aux_weight * aux_loss
+    aux_loss = aux_loss_tm1(out_tm1.aux, aux_target_tm1, weight_tm1)
+    loss = weighted_mean(per_transition, weight_tm1) + aux_weight * aux_loss
     info = LossInfo(loss=loss, td_abs=jnp.sum(jnp.abs(td) * mask) / jnp.sum(mask),
                     aux_loss=aux_loss, q_mean=jnp.mean(out_tm1.q_direction))
     return loss, info
@@ -240,16 +259,19 @@ def full_action_td(q_dir_tm1: jax.Array, q_mag_tm1: jax.Array, y_t: jax.Array) -
 
 def full_action_loss(out_tm1: QOut, out_t_online: QOut, out_t_target: QOut, r_t: jax.Array,
                      discount_t: jax.Array, aux_target_tm1: jax.Array, cfg: AgentConfig,
-                     aux_weight: jax.Array) -> tuple[jax.Array, LossInfo]:
+                     aux_weight: jax.Array,
+                     weight_tm1: jax.Array | None = None) -> tuple[jax.Array, LossInfo]:
     """Batch loss of full-action backups: mean Huber over the 3 + M branch outputs + λ_aux ·
-    MSE of the next-bar return. Q at t−1 [B, ...]; Q at the K next states [B, K, ...];
+    MSE of the next-bar return, `weighted_mean`s over the batch with sample weights
+    `weight_tm1` [B] (bagging). Q at t−1 [B, ...]; Q at the K next states [B, K, ...];
     r_t, discount_t [B, K] (`counterfactual_step`)."""
     y = jax.vmap(full_action_targets)(r_t, discount_t, out_t_target.q_direction,
                                       out_t_target.q_magnitude, out_t_online.q_direction,
                                       out_t_online.q_magnitude)
     td = jax.vmap(full_action_td)(out_tm1.q_direction, out_tm1.q_magnitude, y)
-    aux_loss = aux_loss_tm1(out_tm1.aux, aux_target_tm1)
-    loss = jnp.mean(huber(td, cfg.huber_delta)) + aux_weight * aux_loss
+    aux_loss = aux_loss_tm1(out_tm1.aux, aux_target_tm1, weight_tm1)
+    loss = (weighted_mean(jnp.mean(huber(td, cfg.huber_delta), -1), weight_tm1)
+            + aux_weight * aux_loss)
     info = LossInfo(loss=loss, td_abs=jnp.mean(jnp.abs(td)), aux_loss=aux_loss,
                     q_mean=jnp.mean(out_tm1.q_direction))
     return loss, info
@@ -285,8 +307,8 @@ def apply_loss(state: TrainState, loss_fn, cfg: AgentConfig,
 
 def update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, a_dir_tm1: jax.Array,
            a_mag_tm1: jax.Array, r_t: jax.Array, discount_t: jax.Array,
-           aux_target_tm1: jax.Array, cfg: AgentConfig,
-           hp: HParams) -> tuple[TrainState, LossInfo]:
+           aux_target_tm1: jax.Array, cfg: AgentConfig, hp: HParams,
+           weight_tm1: jax.Array | None = None) -> tuple[TrainState, LossInfo]:
     """One gradient step on a batch of taken (n-step) transitions (`q_loss`)."""
     out_t_target = apply_fn(state.target_params, obs_t)
     out_t_online = jax.lax.stop_gradient(apply_fn(state.params, obs_t))
@@ -294,14 +316,15 @@ def update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, a_dir_tm1: jax
     def loss_fn(params):
         out_tm1 = apply_fn(params, obs_tm1)
         return q_loss(out_tm1, out_t_online, out_t_target, a_dir_tm1, a_mag_tm1, r_t,
-                      discount_t, aux_target_tm1, cfg, hp.aux_weight)
+                      discount_t, aux_target_tm1, cfg, hp.aux_weight, weight_tm1)
 
     return apply_loss(state, loss_fn, cfg, hp)
 
 
 def full_action_update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, r_t: jax.Array,
                        discount_t: jax.Array, aux_target_tm1: jax.Array, cfg: AgentConfig,
-                       hp: HParams) -> tuple[TrainState, LossInfo]:
+                       hp: HParams,
+                       weight_tm1: jax.Array | None = None) -> tuple[TrainState, LossInfo]:
     """One gradient step on a batch of full-action backups (`full_action_loss`): obs_t holds
     the K next portfolios [B, K, P] of each sample; r_t, discount_t [B, K]."""
     out_t_target = apply_positions(apply_fn, state.target_params, obs_t)
@@ -310,7 +333,7 @@ def full_action_update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, r_
     def loss_fn(params):
         out_tm1 = apply_fn(params, obs_tm1)
         return full_action_loss(out_tm1, out_t_online, out_t_target, r_t, discount_t,
-                                aux_target_tm1, cfg, hp.aux_weight)
+                                aux_target_tm1, cfg, hp.aux_weight, weight_tm1)
 
     return apply_loss(state, loss_fn, cfg, hp)
 

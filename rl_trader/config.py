@@ -190,6 +190,9 @@ class AgentConfig:
     backup: str = option("taken", "TD backups: taken (n-step, the action taken) or all "
                          "(1-step, every position from the same state: full-action backups)",
                          choices=BACKUPS)
+    bootstrap_block: int = option(
+        0, "bagging: each member weights the train bars by its own double-or-nothing bootstrap "
+        "of blocks of this many bars (0: off)")
 
     def validate(self) -> None:
         _check(0 < self.learning_rate <= 1, "--lr", "in (0, 1]", self.learning_rate)
@@ -210,6 +213,8 @@ class AgentConfig:
                self.eps_decay_fraction)
         _check(self.replay_capacity > self.n_step, "--replay-capacity", "> n_step",
                self.replay_capacity)
+        _check(self.bootstrap_block >= 0, "--bootstrap-block", "an integer ≥ 0 (0: off)",
+               self.bootstrap_block)
         _check(self.backup in BACKUPS, "--backup", "taken or all", self.backup)
 
 

@@ -14,7 +14,10 @@ one program, so folds × seeds can be `vmap`ped. `hp` are the learner's hyper-pa
 
 A gradient update samples n-step windows from the replay and backs up either the taken actions
 (`AgentConfig.backup = "taken"`, `agent.update`) or, from each window's first pre-step state,
-all K positions through the env's own step (`"all"`, `agent.full_action_update`).
+all K positions through the env's own step (`"all"`, `agent.full_action_update`). With
+`bootstrap_block > 0` (bagging) each sample's loss is weighted by its member's bootstrap
+weight of the sample's bar (`agent.bootstrap_weight`), so each member of an ensemble learns
+from its own resample of the train path while the envs still explore all of it.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ def add_noise(key: jax.Array, obs: Obs, std: jax.Array) -> Obs:
                        window=obs.window + std * jax.random.normal(k_w, obs.window.shape))
 
 
+BAG_STREAM = 0xBA6  # the bag key is fold_in(init key, BAG_STREAM): no other draw changes
+
+
 @struct.dataclass
 class Runner:
     """All state of one fold's training run."""
@@ -51,6 +57,7 @@ class Runner:
     replay: replay.Replay
     key: jax.Array
     env_steps: jax.Array  # int32: env steps taken per env since init (drives ε)
+    bag_key: jax.Array  # fixes this member's bootstrap of the train bars (bootstrap_block > 0)
 
 
 @struct.dataclass
@@ -141,7 +148,8 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
                               terminated=jnp.bool_(False), last=jnp.bool_(False))
         runner = Runner(learner=agent.init_train_state(params, acfg), envs=envs,
                         replay=replay.init(example, acfg.replay_capacity, tcfg.n_envs),
-                        key=k_run, env_steps=jnp.int32(0))
+                        key=k_run, env_steps=jnp.int32(0),
+                        bag_key=jax.random.fold_in(key, BAG_STREAM))
         prefill = max(tcfg.prefill_steps, acfg.n_step)
 
         def random_step(r, _):
@@ -158,6 +166,8 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         port_tm1 = batch_portfolio(b.state_tm1, fold.prices)
         obs_tm1 = add_noise(k_noise, batch_observe(fold, bar_tm1, port_tm1, lookback),
                             hp.obs_noise)
+        weight = (agent.bootstrap_weight(runner.bag_key, bar_tm1, acfg.bootstrap_block)
+                  if acfg.bootstrap_block else None)
         if acfg.backup == "all":
             port_t, r_t, discount_t = jax.vmap(
                 agent.counterfactual_step, in_axes=(0, None, None, None, None))(
@@ -165,12 +175,13 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
             obs_t = batch_observe(fold, bar_tm1 + 1, port_t, lookback)  # one market row each
             learner, info = agent.full_action_update(runner.learner, net.apply, obs_tm1, obs_t,
                                                      r_t, discount_t, fold.aux_target[bar_tm1],
-                                                     acfg, hp)
+                                                     acfg, hp, weight)
         else:
             obs_t = batch_observe(fold, b.bar_t, b.portfolio_t, lookback)
             learner, info = agent.update(runner.learner, net.apply, obs_tm1, obs_t,
                                          b.direction_tm1, b.magnitude_tm1, b.return_t,
-                                         b.discount_t, fold.aux_target[bar_tm1], acfg, hp)
+                                         b.discount_t, fold.aux_target[bar_tm1], acfg, hp,
+                                         weight)
         return runner.replace(learner=learner, key=key), info
 
     def epoch(runner: Runner, fold: FoldData,

@@ -148,3 +148,21 @@ def test_backup_all_trains_with_finite_metrics(setup):
     np.testing.assert_allclose(np.asarray(port_t)[rows, idx], data.portfolio_t, rtol=1e-5,
                                atol=1e-5)
     np.testing.assert_array_equal(np.asarray(discount_t)[rows, idx] == 0, data.terminated)
+
+
+def test_bagging_weights_each_sample_by_its_members_bag(setup):
+    """`--bootstrap-block` larger than the data: the whole train path is one block, so a member
+    whose bag drops it learns nothing (zero gradients every update) and one that keeps it
+    learns; the bag is fixed by the run key (`Runner.bag_key`)."""
+    prep, datas, _, val_len = setup
+    block = 10**6
+    bag = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, bootstrap_block=block))
+    trainer = jit_single(make_train(bag, prep.periods_per_year, val_len))
+    keys = [jax.random.PRNGKey(i) for i in range(8)]
+    kept = [float(agent.bootstrap_weight(trainer.init(k, datas[0]).bag_key,
+                                         jnp.zeros(1, jnp.int32), block)[0]) for k in keys]
+    assert 0.0 in kept and 2.0 in kept
+    for k, w in ((keys[kept.index(0.0)], 0.0), (keys[kept.index(2.0)], 2.0)):
+        runner, metrics = trainer.epoch(trainer.init(k, datas[0]), datas[0], HP)
+        chex.assert_tree_all_finite(metrics)
+        assert (float(metrics.grad_norm) > 0) == (w > 0)
