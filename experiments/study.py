@@ -1,6 +1,7 @@
 """Summarise learner-study sweeps: out-of-sample selection and collapse, per run directory.
 
     python -m experiments.study RUN_DIR [RUN_DIR ...] [--cuts 5,20] [--out study.json]
+                                [--against BASE_DIR [BASE_DIR ...]]
 
 Each RUN_DIR is an `experiments.sweep` run on a planted-signal market (it holds
 `validation_returns.npz`, [epoch, ensemble, bar], and `oracle_val_returns.npy`, [fold, bar]).
@@ -18,6 +19,12 @@ Per ensemble (fold × setting) it prints:
   `buy_hold` needs `buy_hold_val_returns.npy`, written by sweeps since 2026-11-30.
 
 and the means over every ensemble of every RUN_DIR given, which is what a study's rule reads.
+
+`--against` pairs each ensemble with the reference's ensemble of the same traded instrument,
+run seed, fold and setting, and prints the paired difference of the gap to buy-and-hold at the
+largest cut E, Δ = (sharpe@E − buy_hold) − (sharpe@E − buy_hold)_ref: its mean, its standard
+error s/√n, the mean in standard errors, and in how many pairs it is > 0 (the rules of
+docs/learning.md read these).
 """
 
 from __future__ import annotations
@@ -67,6 +74,43 @@ def halves_sharpe(returns: np.ndarray, ppy: float) -> float:
                           for best, score in split_half_picks(returns, ppy)]))
 
 
+def pair_key(run_dir: Path) -> tuple[str, int]:
+    """(traded instrument, run seed) of a sweep, from its summary.json: what a paired
+    comparison holds fixed besides the fold and setting."""
+    try:
+        cfg = json.loads((run_dir / "summary.json").read_text())["config"]
+        return cfg["data"]["path"].split(",")[0], int(cfg["seed"])
+    except (KeyError, TypeError) as err:
+        raise InputError(f"{run_dir}/summary.json: no config.data.path or config.seed "
+                         f"({err!r})") from None
+
+
+def paired_gap(rows: list[dict], ref: list[dict], cut: int) -> dict:
+    """Paired Δ of the gap sharpe@cut − buy_hold between `rows` and `ref` (rows carry a
+    "key" = pair_key + (fold, setting)); every row must have its reference."""
+    key = f"sharpe@{cut}"
+    base = {r["key"]: r[key] - r["buy_hold"] for r in ref}
+    missing = [r["run"] for r in rows if r["key"] not in base]
+    if missing:
+        raise InputError(f"--against: no reference ensemble for {missing[0]} "
+                         f"(same instrument, seed, fold and setting)")
+    d = np.array([r[key] - r["buy_hold"] - base[r["key"]] for r in rows])
+    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+    return {"cut": cut, "n": len(d), "mean": float(d.mean()), "se": se,
+            "in_se": float(d.mean() / se) if se > 0 else float("nan"),
+            "better": int((d > 0).sum())}
+
+
+def _rows(run_dirs: list[str], cuts: list[int]) -> list[dict]:
+    rows = []
+    for d in map(Path, run_dirs):
+        ppy = json.loads((d / "summary.json").read_text())["periods_per_year"]
+        found = study_rows(d, cuts, float(ppy))
+        key = pair_key(d)
+        rows += [r | {"key": (*key, r["fold"], r["setting"])} for r in found]
+    return rows
+
+
 def _mean(rows: list[dict], key: str) -> float | None:
     vals = [r[key] for r in rows if r.get(key) is not None]
     return float(np.mean(vals)) if vals else None
@@ -79,13 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--cuts", default="5,20", help="epoch budgets E of split@E (default 5,20)")
     p.add_argument("--out", default=None, help="JSON output path")
+    p.add_argument("--against", nargs="+", default=None, metavar="BASE_DIR",
+                   help="reference sweeps: print the paired difference of the gap to "
+                        "buy-and-hold at the largest cut")
     args = p.parse_args(argv)
     try:
         cuts = [int(c) for c in args.cuts.split(",")]
-        rows = []
-        for d in args.run_dirs:
-            ppy = json.loads((Path(d) / "summary.json").read_text())["periods_per_year"]
-            rows += study_rows(Path(d), cuts, float(ppy))
+        rows = _rows(args.run_dirs, cuts)
+        paired = (None if args.against is None
+                  else paired_gap(rows, _rows(args.against, cuts), max(cuts)))
     except (InputError, OSError, ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -97,8 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     means = {k: _mean(rows, k) for k in keys}
     print("mean over ensembles: " + "  ".join(
         f"{k} {v:.3f}" if v is not None else f"{k} n/a" for k, v in means.items()))
+    if paired is not None:
+        print(f"paired Δ gap@{paired['cut']} vs --against: {paired['mean']:+.3f} ± "
+              f"{paired['se']:.3f} ({paired['in_se']:.2f} SE), better in {paired['better']} / "
+              f"{paired['n']}")
     if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows, "means": means}, indent=2) + "\n")
+        out = {"rows": [r | {"key": list(r["key"])} for r in rows], "means": means}
+        if paired is not None:
+            out["paired_gap"] = paired
+        Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
 

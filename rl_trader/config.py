@@ -236,7 +236,7 @@ class TrainConfig:
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
     # 84 = the settings looked at to choose the defaults, counted in docs/learning.md.
-    prior_trials: int = option(84, "trials looked at outside this run (e.g. the settings tried "
+    prior_trials: int = option(100, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/learning.md), added to the DSR's "
                                "count of trials")
 

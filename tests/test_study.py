@@ -17,7 +17,9 @@ def _fake_sweep(run, rng):
     val = drift + rng.normal(0.0, 0.01, (6, 2, 200))
     np.savez(run / "validation_returns.npz", val_returns=val, fold=[0, 1], setting=[0, 0])
     np.save(run / "oracle_val_returns.npy", 2e-3 + rng.normal(0.0, 0.01, (2, 200)))
-    (run / "summary.json").write_text(json.dumps({"periods_per_year": 252.0}))
+    (run / "summary.json").write_text(json.dumps(
+        {"periods_per_year": 252.0, "config": {"data": {"path": "synthetic:ar1:500:1"},
+                                               "seed": 0}}))
     return val
 
 
@@ -59,3 +61,27 @@ def test_main_prints_means_and_refuses_a_directory_that_is_no_sweep(tmp_path, ca
     (tmp_path / "b" / "summary.json").write_text(json.dumps({"periods_per_year": 252.0}))
     assert main([str(tmp_path / "b")]) == 2
     assert "not a finished sweep" in capsys.readouterr().err
+
+
+def test_against_pairs_the_gap_by_instrument_seed_and_fold(tmp_path, capsys):
+    """--against: Δ gap = (sharpe@E − buy_hold) − the reference's, paired per fold, by hand."""
+    rng = np.random.default_rng(2)
+    for name in ("ref", "cand"):
+        _fake_sweep(tmp_path / name, rng)
+        np.save(tmp_path / name / "buy_hold_val_returns.npy", 1e-3 + rng.normal(0, 0.01, (2, 200)))
+    out = tmp_path / "paired.json"
+    assert main([str(tmp_path / "cand"), "--cuts", "6", "--against", str(tmp_path / "ref"),
+                 "--out", str(out)]) == 0
+    cand, ref = (study_rows(tmp_path / n, [6], 252.0) for n in ("cand", "ref"))
+    d = np.array([(c["sharpe@6"] - c["buy_hold"]) - (r["sharpe@6"] - r["buy_hold"])
+                  for c, r in zip(cand, ref, strict=True)])
+    paired = json.loads(out.read_text())["paired_gap"]
+    np.testing.assert_allclose([paired["mean"], paired["se"]],
+                               [d.mean(), d.std(ddof=1) / np.sqrt(2)])
+    assert paired["n"] == 2 and paired["better"] == int((d > 0).sum())
+    assert "paired Δ gap@6" in capsys.readouterr().out
+    # A reference of another instrument has no pair: refused in one line.
+    summary = tmp_path / "ref" / "summary.json"
+    summary.write_text(summary.read_text().replace("ar1:500:1", "ar1:500:2"))
+    assert main([str(tmp_path / "cand"), "--cuts", "6", "--against", str(tmp_path / "ref")]) == 2
+    assert "no reference ensemble for cand" in capsys.readouterr().err
