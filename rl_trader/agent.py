@@ -85,14 +85,23 @@ class LossInfo:
     grad_norm: jax.Array = 0.0  # global norm of the gradient (set by `update`)
 
 
+def kernel_mask(params: chex.ArrayTree) -> chex.ArrayTree:
+    """True at the weight matrices (leaves named `kernel` or `*_kernel`), False at biases and
+    LayerNorm scales and offsets: the leaves `weight_decay_on="kernels"` decays."""
+    return jax.tree_util.tree_map_with_path(
+        lambda path, _: str(getattr(path[-1], "key", path[-1])).endswith("kernel"), params)
+
+
 def make_optimizer(cfg: AgentConfig, hp: HParams) -> optax.GradientTransformation:
     """One chain over all params: global-norm clip → Adam with decoupled weight decay λ:
-    θ ← θ − η·(adam(g) + λ·θ), with η and λ from `hp` (traced scalars).
+    θ ← θ − η·(adam(g) + λ·m⊙θ), with η and λ from `hp` (traced scalars) and m = 1 on every
+    leaf, or on the kernels only (`cfg.weight_decay_on`, `kernel_mask`).
 
     The state depends on neither η nor λ, so a population may share one optimiser structure.
     """
+    mask = kernel_mask if cfg.weight_decay_on == "kernels" else None
     return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
-                       optax.adamw(hp.learning_rate, weight_decay=hp.weight_decay))
+                       optax.adamw(hp.learning_rate, weight_decay=hp.weight_decay, mask=mask))
 
 
 def init_train_state(params: chex.ArrayTree, cfg: AgentConfig) -> TrainState:

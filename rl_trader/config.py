@@ -155,6 +155,7 @@ class NetConfig:
 
 
 BACKUPS = ("taken", "all")
+DECAY_TARGETS = ("all", "kernels")
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,9 @@ class AgentConfig:
     weight_decay: float = option(
         0.3, "decoupled weight decay (AdamW), per update, relative to the learning rate",
         sweep=True)
+    weight_decay_on: str = option(
+        "all", "params the weight decay shrinks: all, or kernels (weight matrices only; "
+        "biases and LayerNorm scales and offsets are not decayed)", choices=DECAY_TARGETS)
     obs_noise: float = option(
         1.5, "std of Gaussian noise on the normalised market inputs while learning", sweep=True)
     max_grad_norm: float = option(10.0, "global gradient-norm clip")
@@ -216,6 +220,8 @@ class AgentConfig:
         _check(self.bootstrap_block >= 0, "--bootstrap-block", "an integer ≥ 0 (0: off)",
                self.bootstrap_block)
         _check(self.backup in BACKUPS, "--backup", "taken or all", self.backup)
+        _check(self.weight_decay_on in DECAY_TARGETS, "--weight-decay-on", "all or kernels",
+               self.weight_decay_on)
 
 
 EVAL_PARAMS = ("online", "target")

@@ -484,6 +484,31 @@ def test_weight_decay_hparam_shrinks_params_without_gradient():
                                rtol=1e-6)
 
 
+def test_weight_decay_on_kernels_leaves_biases_and_norms(qnet):
+    """`weight_decay_on="kernels"`: with a zero gradient only the network's weight matrices
+    shrink (θ ← (1 − ηλ)·θ); biases and LayerNorm scales and offsets stay. Every leaf of the
+    real network is one or the other, and both kinds exist."""
+    _, params, _ = qnet
+    cfg = AgentConfig(learning_rate=0.1, weight_decay_on="kernels")
+    hp = agent.HParams.from_config(cfg).replace(weight_decay=jnp.float32(0.5))
+    tx = agent.make_optimizer(cfg, hp)
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    updates, _ = tx.update(zeros, tx.init(params), params)
+    new = optax.apply_updates(params, updates)
+    kinds = {"kernel": 0, "kept": 0}
+    for (path, before), after in zip(leaves_with_paths(params), jax.tree.leaves(new),
+                                     strict=True):
+        name = path.rsplit("[", 1)[-1].strip("[]'")  # the leaf's own key
+        if name.endswith("kernel"):
+            np.testing.assert_allclose(after, 0.95 * np.asarray(before), rtol=1e-6)
+            kinds["kernel"] += 1
+        else:
+            assert name.endswith(("bias", "scale")), name
+            np.testing.assert_array_equal(after, before)
+            kinds["kept"] += 1
+    assert kinds["kernel"] > 10 and kinds["kept"] > 10
+
+
 def test_hparams_fields_are_the_sweepable_names():
     from rl_trader.config import SWEEPABLE
 
