@@ -171,8 +171,8 @@ class AgentConfig:
         0.3, "decoupled weight decay (AdamW), per update, relative to the learning rate",
         sweep=True)
     weight_decay_on: str = option(
-        "all", "params the weight decay shrinks: all, or kernels (weight matrices only; "
-        "biases and LayerNorm scales and offsets are not decayed)", choices=DECAY_TARGETS)
+        "kernels", "params the weight decay shrinks: kernels (weight matrices only; biases "
+        "and LayerNorm scales and offsets are not decayed) or all", choices=DECAY_TARGETS)
     obs_noise: float = option(
         1.5, "std of Gaussian noise on the normalised market inputs while learning", sweep=True)
     max_grad_norm: float = option(10.0, "global gradient-norm clip")
@@ -242,7 +242,7 @@ class TrainConfig:
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
     # 84 = the settings looked at to choose the defaults, counted in docs/learning.md.
-    prior_trials: int = option(100, "trials looked at outside this run (e.g. the settings tried "
+    prior_trials: int = option(112, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/learning.md), added to the DSR's "
                                "count of trials")
 
@@ -320,12 +320,19 @@ def preset(name: str) -> RunConfig:
     raise InputError(f"option --preset={name!r} is unknown: must be one of smoke, default")
 
 
+# Fields added after configurations were saved whose default is not what runs did before the
+# field existed: a saved configuration without the field keeps its old behaviour.
+BEFORE_FIELD = {"agent": {"weight_decay_on": "all"}}  # the default since 2026-12-01: kernels
+
+
 def config_from_dict(d: dict) -> RunConfig:
     """Inverse of `RunConfig.to_dict` (e.g. a run's saved config.json); tuples restored and
     every value's type checked against its annotation (InputError naming the first wrong
-    field, e.g. `train.epochs='3'`). Not validated: call `.validate()`."""
+    field, e.g. `train.epochs='3'`); a field missing from an older file takes the value of
+    `BEFORE_FIELD`, else its default. Not validated: call `.validate()`."""
     try:
-        kw = {name: cls(**d[name]) for name, cls in SECTIONS.items()}
+        kw = {name: cls(**(BEFORE_FIELD.get(name, {}) | d[name]))
+              for name, cls in SECTIONS.items()}
         kw["env"] = dataclasses.replace(kw["env"], magnitudes=tuple(kw["env"].magnitudes))
         sweep = tuple((str(n), tuple(float(x) for x in v)) for n, v in d.get("sweep", ()))
         cfg = RunConfig(seed=d["seed"], sweep=sweep, **kw)

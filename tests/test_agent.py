@@ -475,7 +475,7 @@ def test_epsilon_traced_hparams_override_the_config():
 
 def test_weight_decay_hparam_shrinks_params_without_gradient():
     """Decoupled decay: with a zero gradient, θ ← θ − η·λ·θ (Adam's update of 0 is 0)."""
-    cfg = AgentConfig(learning_rate=0.1)
+    cfg = AgentConfig(learning_rate=0.1, weight_decay_on="all")
     params = {"w": jnp.ones(3)}
     hp = agent.HParams.from_config(cfg).replace(weight_decay=jnp.float32(0.5))
     tx = agent.make_optimizer(cfg, hp)

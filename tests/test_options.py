@@ -24,10 +24,12 @@ def other_value(value):
         return value[:-1] or (0.5,)
     if isinstance(value, str):
         return {"tf32": "fp32", "online": "target", "log": "mean_variance",
-                "taken": "all"}.get(value, value + ".csv")
+                "taken": "all", "kernels": "all"}.get(value, value + ".csv")
     if value is None:
         return 7
-    return value * 2 if isinstance(value, int) else value / 2
+    if isinstance(value, int):
+        return value * 2 or 1  # a default of 0 must change too
+    return value / 2 if value else 0.5
 
 
 def as_argv(flag: str, value) -> list[str]:
@@ -75,6 +77,20 @@ def test_a_saved_config_reruns_exactly_and_options_override_it(tmp_path):
     assert parse("--config", str(path)) == cfg
     again = parse("--config", str(path), "--epochs", "7")
     assert again == dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=7))
+
+
+def test_a_config_saved_before_a_field_keeps_its_old_behaviour(tmp_path):
+    """A config.json written before `agent.weight_decay_on` existed decayed every parameter:
+    re-run, it still does; a new run decays the kernels only."""
+    cfg = parse("--preset", "smoke")
+    assert cfg.agent.weight_decay_on == "kernels"
+    old = cfg.to_dict()
+    del old["agent"]["weight_decay_on"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(old))
+    assert parse("--config", str(path)).agent.weight_decay_on == "all"
+    path.write_text(json.dumps(cfg.to_dict()))
+    assert parse("--config", str(path)).agent.weight_decay_on == "kernels"
 
 
 @pytest.mark.parametrize("argv, needle", [
