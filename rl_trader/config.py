@@ -163,7 +163,8 @@ class AgentConfig:
     """Double-DQN learner: optimiser, targets, exploration, replay.
 
     Defaults chosen by validation Sharpe on the planted-signal market `synthetic:ar1`
-    (experiments.sweep; docs/benchmarks.md). Test blocks were not looked at.
+    (experiments.sweep; docs/benchmarks.md), `weight_decay_on` by study 7 on tuning draws of
+    `vol_regime`, `ar1` and `regime` (docs/learning.md). Test blocks were not looked at.
     """
 
     learning_rate: float = option(1e-4, "Adam learning rate", flag="--lr", sweep=True)
