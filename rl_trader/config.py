@@ -176,6 +176,9 @@ class AgentConfig:
         "and LayerNorm scales and offsets are not decayed) or all", choices=DECAY_TARGETS)
     obs_noise: float = option(
         1.5, "std of Gaussian noise on the normalised market inputs while learning", sweep=True)
+    dropout: float = option(
+        0.0, "dropout rate on every GRN's hidden layer (η₁, as in the TFT) while learning; "
+        "evaluation is deterministic (0: off)")
     max_grad_norm: float = option(10.0, "global gradient-norm clip")
     tau: float = option(0.005, "target EMA weight on the online params, in (0, 1]")
     gamma: float = option(0.9, "discount per bar, in [0, 1)", sweep=True)
@@ -212,6 +215,7 @@ class AgentConfig:
         _check(0 <= self.aux_weight <= 1000, "--aux-weight", "in [0, 1000]", self.aux_weight)
         _check(0 <= self.weight_decay <= 1, "--weight-decay", "in [0, 1]", self.weight_decay)
         _check(0 <= self.obs_noise <= 10, "--obs-noise", "in [0, 10]", self.obs_noise)
+        _check(0 <= self.dropout < 1, "--dropout", "in [0, 1)", self.dropout)
         _check(0 <= self.eps_end <= self.eps_start <= 1, "--eps-start/--eps-end",
                "0 <= eps_end <= eps_start <= 1", (self.eps_start, self.eps_end))
         _check(0 < self.eps_decay_fraction <= 1, "--eps-decay", "in (0, 1]",

@@ -54,11 +54,16 @@ class GLU(nn.Module):
 
 
 class GRN(nn.Module):
-    """Gated residual network with optional context; output width `features`."""
+    """Gated residual network with optional context; output width `features`.
+
+    η₂ = ELU(W₂a + W₃c + b₂), η₁ = W₁η₂ + b₁, GRN = LayerNorm(skip(a) + GLU(dropout(η₁)))
+    (dropout at rate `dropout` where the TFT puts it; needs the `dropout` rng when > 0).
+    """
 
     features: int
     hidden: int | None = None
     precision: str = "tf32"
+    dropout: float = 0.0
 
     @nn.compact
     def __call__(self, a: jax.Array, context: jax.Array | None = None) -> jax.Array:
@@ -69,6 +74,7 @@ class GRN(nn.Module):
             h = h + nn.Dense(hidden, use_bias=False, dtype=dtype, precision=prec,
                              name="w3")(context)
         h = nn.Dense(hidden, dtype=dtype, precision=prec, name="w1")(jax.nn.elu(h))
+        h = nn.Dropout(self.dropout)(h, deterministic=self.dropout == 0.0)
         skip = a if a.shape[-1] == self.features else nn.Dense(
             self.features, dtype=dtype, precision=prec, name="skip")(a)
         glu = GLU(self.features, self.precision, name="glu")(h)
@@ -79,11 +85,13 @@ class VariableGRNs(nn.Module):
     """One GRN per scalar variable, computed for all variables at once.
 
     x [..., V] → embeddings [..., V, d]; the parameters carry a leading variable axis V, so
-    each variable has its own weights (equivalent to V separate GRNs with input width 1).
+    each variable has its own weights (equivalent to V separate GRNs with input width 1);
+    dropout on η₁ as in `GRN`.
     """
 
     features: int
     precision: str = "tf32"
+    dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -100,6 +108,7 @@ class VariableGRNs(nn.Module):
         xv = x[..., None]  # [..., V, 1]
         h = jax.nn.elu(dense("w2", 1, xv, "...vi,vid->...vd"))
         h = dense("w1", d, h, "...vi,vid->...vd")
+        h = nn.Dropout(self.dropout)(h, deterministic=self.dropout == 0.0)
         glu = jax.nn.sigmoid(dense("gate", d, h, "...vi,vid->...vd")) * dense(
             "value", d, h, "...vi,vid->...vd")
         skip = dense("skip", 1, xv, "...vi,vid->...vd")
@@ -117,27 +126,34 @@ class VSN(nn.Module):
 
     features: int
     precision: str = "tf32"
+    dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x: jax.Array,
                  context: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
-        emb = VariableGRNs(self.features, self.precision, name="variables")(x)  # [..., V, d]
+        emb = VariableGRNs(self.features, self.precision, self.dropout,
+                           name="variables")(x)  # [..., V, d]
         flat = emb.reshape(emb.shape[:-2] + (-1,))
         logits = GRN(x.shape[-1], hidden=self.features, precision=self.precision,
-                     name="selector")(flat, context)
+                     dropout=self.dropout, name="selector")(flat, context)
         weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
         out = jnp.einsum("...v,...vd->...d", weights, emb.astype(jnp.float32))
         return out.astype(emb.dtype), weights
 
 
 class QNetwork(nn.Module):
-    """Branching dueling Q-network over the market and portfolio groups, with an aux head."""
+    """Branching dueling Q-network over the market and portfolio groups, with an aux head.
+
+    `dropout` (a static rate, default 0: the deterministic network every evaluation uses) drops
+    units of every GRN's η₁ while learning; with a rate > 0, `apply` needs
+    `rngs={"dropout": key}`. The parameters do not depend on it.
+    """
 
     cfg: NetConfig
     n_magnitudes: int
 
     @nn.compact
-    def __call__(self, obs: Obs) -> QOut:
+    def __call__(self, obs: Obs, dropout: float = 0.0) -> QOut:
         cfg, p = self.cfg, self.cfg.precision
         dtype, prec = numerics(p)
 
@@ -147,9 +163,9 @@ class QNetwork(nn.Module):
         window = obs.window.reshape(obs.window.shape[:-2] + (-1,))
         context = jax.nn.elu(nn.Dense(cfg.context, dtype=dtype, precision=prec,
                                       name="lookback")(window))
-        market, w_market = VSN(cfg.hidden, p, name="market_vsn")(obs.market, context)
-        portfolio, w_port = VSN(cfg.hidden, p, name="portfolio_vsn")(obs.portfolio)
-        trunk = GRN(cfg.trunk, precision=p, name="trunk")(
+        market, w_market = VSN(cfg.hidden, p, dropout, name="market_vsn")(obs.market, context)
+        portfolio, w_port = VSN(cfg.hidden, p, dropout, name="portfolio_vsn")(obs.portfolio)
+        trunk = GRN(cfg.trunk, precision=p, dropout=dropout, name="trunk")(
             jnp.concatenate([market, portfolio], -1), context)
         value = dense(1, "value", trunk)
         adv_dir = dense(3, "adv_direction", trunk)

@@ -22,6 +22,7 @@ from its own resample of the train path while the envs still explore all of it.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -46,6 +47,7 @@ def add_noise(key: jax.Array, obs: Obs, std: jax.Array) -> Obs:
 
 
 BAG_STREAM = 0xBA6  # the bag key is fold_in(init key, BAG_STREAM): no other draw changes
+DROPOUT_STREAM = 0xD40  # an update's dropout key is fold_in(its noise key, DROPOUT_STREAM)
 
 
 @struct.dataclass
@@ -168,6 +170,9 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
                             hp.obs_noise)
         weight = (agent.bootstrap_weight(runner.bag_key, bar_tm1, acfg.bootstrap_block)
                   if acfg.bootstrap_block else None)
+        train_apply = None if acfg.dropout == 0.0 else partial(
+            net.apply, dropout=acfg.dropout,
+            rngs={"dropout": jax.random.fold_in(k_noise, DROPOUT_STREAM)})
         if acfg.backup == "all":
             port_t, r_t, discount_t = jax.vmap(
                 agent.counterfactual_step, in_axes=(0, None, None, None, None))(
@@ -175,13 +180,13 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
             obs_t = batch_observe(fold, bar_tm1 + 1, port_t, lookback)  # one market row each
             learner, info = agent.full_action_update(runner.learner, net.apply, obs_tm1, obs_t,
                                                      r_t, discount_t, fold.aux_target[bar_tm1],
-                                                     acfg, hp, weight)
+                                                     acfg, hp, weight, train_apply)
         else:
             obs_t = batch_observe(fold, b.bar_t, b.portfolio_t, lookback)
             learner, info = agent.update(runner.learner, net.apply, obs_tm1, obs_t,
                                          b.direction_tm1, b.magnitude_tm1, b.return_t,
                                          b.discount_t, fold.aux_target[bar_tm1], acfg, hp,
-                                         weight)
+                                         weight, train_apply)
         return runner.replace(learner=learner, key=key), info
 
     def epoch(runner: Runner, fold: FoldData,

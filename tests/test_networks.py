@@ -161,6 +161,43 @@ def test_grn_with_context_and_projection_matches_explicit_formula():
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-5)
 
 
+def test_grn_dropout_of_every_unit_leaves_the_glu_biases():
+    """Dropout acts on η₁ before the GLU: at a rate of (nearly) 1 every unit of η₁ is dropped,
+    so GRN(a) = LayerNorm(a + σ(b_gate) ⊙ b_value) whatever a's hidden path gives; at rate 0
+    the network is the deterministic one."""
+    a = np.random.default_rng(21).normal(size=(3, 4))
+    params = init_params(GRN(4), jnp.zeros((4,)), seed=22)
+    p = jax.tree.map(np.asarray, params["params"])
+    g = np_sigmoid(p["glu"]["gate"]["bias"]) * p["glu"]["value"]["bias"]
+    expected = np_layer_norm(a + g, p["norm"]["scale"], p["norm"]["bias"])
+    x = jnp.asarray(a, jnp.float32)
+    got = GRN(4, dropout=1.0 - 1e-7).apply(params, x, rngs={"dropout": jax.random.key(0)})
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(GRN(4, dropout=0.0).apply(params, x)),
+                                  np.asarray(GRN(4).apply(params, x)))
+
+
+def test_qnetwork_dropout_is_random_while_learning_and_absent_otherwise(qnet):
+    """The rate is an argument of the call, not a parameter: the same params serve both; a
+    learning call with a dropout key is a function of that key; without a rate the output is
+    the deterministic network's; a rate without a key is an error."""
+    apply, params = qnet
+    net = QNetwork(SMALL, M)
+    assert jax.tree.structure(jax.eval_shape(net.init, jax.random.key(0), make_obs(1))) == \
+        jax.tree.structure(params)
+    obs = make_obs(5, (8,))
+    learn = jax.jit(lambda k: net.apply(params, obs, dropout=0.3, rngs={"dropout": k}))
+    a, b, c = learn(jax.random.key(1)), learn(jax.random.key(1)), learn(jax.random.key(2))
+    chex.assert_trees_all_equal(a, b)
+    chex.assert_tree_all_finite(c)
+    assert not np.allclose(np.asarray(a.q_direction), np.asarray(c.q_direction))
+    det = apply(params, obs)
+    assert not np.allclose(np.asarray(a.q_direction), np.asarray(det.q_direction))
+    chex.assert_trees_all_close(net.apply(params, obs, dropout=0.0), det, rtol=1e-5, atol=1e-6)
+    with pytest.raises(Exception, match="dropout"):
+        net.apply(params, obs, dropout=0.3)
+
+
 def test_grn_same_width_uses_identity_skip():
     a = np.random.default_rng(12).normal(size=(3, 4))
     grn = GRN(4)

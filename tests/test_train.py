@@ -166,3 +166,23 @@ def test_bagging_weights_each_sample_by_its_members_bag(setup):
         runner, metrics = trainer.epoch(trainer.init(k, datas[0]), datas[0], HP)
         chex.assert_tree_all_finite(metrics)
         assert (float(metrics.grad_norm) > 0) == (w > 0)
+
+
+def test_dropout_changes_the_updates_but_not_the_state_or_the_evaluation(setup):
+    """`--dropout`: the fresh state is the same as without it (no parameter, no draw of the
+    other streams changes), an epoch learns with finite metrics and other updates, and the
+    evaluation of given params is the deterministic network's."""
+    prep, datas, trainer, val_len = setup
+    drop = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, dropout=0.5))
+    dropper = jit_single(make_train(drop, prep.periods_per_year, val_len))
+    key = jax.random.PRNGKey(13)
+    start = dropper.init(key, datas[0])  # the epoch donates its runner: one start each
+    chex.assert_trees_all_equal(start, trainer.init(key, datas[0]))
+    runner, metrics = dropper.epoch(start, datas[0], HP)
+    chex.assert_tree_all_finite((runner.learner, metrics))
+    plain, _ = trainer.epoch(trainer.init(key, datas[0]), datas[0], HP)
+    assert not np.allclose(np.asarray(jax.tree.leaves(runner.learner.params)[0]),
+                           np.asarray(jax.tree.leaves(plain.learner.params)[0]))
+    one = jax.tree.map(lambda x: x[None], runner.learner.params)
+    chex.assert_trees_all_equal(dropper.evaluate(one, datas[0], datas[0].val[0], val_len, key),
+                                trainer.evaluate(one, datas[0], datas[0].val[0], val_len, key))
