@@ -19,12 +19,24 @@ behaviour, not speed, and every run a test compares with another is compiled the
 the emitters round a few elementwise functions differently (the tiny run's test Sharpes are
 equal to the last digit, its diagnostics within 1e-6 relative), which no test depends on.
 
+The session's temporary files (`tmp_path`: run directories, checkpoints, the compilation
+caches) live on /dev/shm (tmpfs) when it exists with room (`MEMORY_TMP_MIN_FREE`), in a fresh
+directory removed at the end; `--basetemp DIR` or RL_TRADER_TEST_TMP=disk keeps pytest's own.
+orbax and the run directory fsync every file they commit (a checkpoint or a crash-safe write
+must survive a power cut), thousands of times in a run of the suite; on a busy virtual disk
+each fsync can take tens of milliseconds, which is why the same suite took from 4 to 9 minutes
+on the same 2-core machine on 2026-12-01 (docs/benchmarks.md). On tmpfs an fsync costs
+nothing, and what the tests check (atomic renames, resume after SIGKILL, damage detection)
+does not depend on the disk.
+
 `make test` runs the modules on parallel workers (`-n auto --dist loadfile`), each module whole
 on one worker, in the order collected: the slowest modules (`SLOW_FIRST`) are put first, so the
 run does not end waiting on one of them.
 """
 
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -43,13 +55,39 @@ TEST_XLA_FLAGS = {"xla_backend_optimization_level": "0",
                   "xla_cpu_use_fusion_emitters": "false"}
 
 
+MEMORY_TMP = "/dev/shm"
+MEMORY_TMP_MIN_FREE = 2 << 30  # bytes; a full run writes about 100 MB
+
+
+def memory_basetemp() -> str | None:
+    """A fresh directory on MEMORY_TMP when it is writable with MEMORY_TMP_MIN_FREE bytes
+    free, else None."""
+    try:
+        st = os.statvfs(MEMORY_TMP)
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize < MEMORY_TMP_MIN_FREE or not os.access(MEMORY_TMP, os.W_OK):
+        return None
+    return tempfile.mkdtemp(prefix="rl_trader-tests-", dir=MEMORY_TMP)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's tmp_path plugin reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
-    """Before any test module imports JAX: XLA's CPU backend compiling cheaply."""
+    """Before any test module imports JAX: XLA's CPU backend compiling cheaply; in the
+    controlling process (not an xdist worker, which gets its directory from it), the session's
+    temporary files on tmpfs."""
     flags = os.environ.get("XLA_FLAGS", "")
     on_cpu = os.environ.get("JAX_PLATFORMS", "cpu") == "cpu"  # `make test`; not a GPU session
     if on_cpu:
         extra = [f"--{k}={v}" for k, v in TEST_XLA_FLAGS.items() if k not in flags]
         os.environ["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
+    worker = hasattr(config, "workerinput")
+    if (config.option.basetemp is None and not worker
+            and os.environ.get("RL_TRADER_TEST_TMP") != "disk"):
+        path = memory_basetemp()
+        if path is not None:
+            config.option.basetemp = path
+            config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
