@@ -43,7 +43,7 @@ import numpy as np
 
 from rl_trader import env as tenv
 from rl_trader.agent import HParams
-from rl_trader.config import RunConfig
+from rl_trader.config import FeatureConfig, RunConfig
 from rl_trader.fold_data import FoldData, observe
 from rl_trader.train import jit_single, make_train
 
@@ -98,25 +98,25 @@ def matching_width(target: int, d_in: int, n_actions: int, depth: int = 2) -> in
 # --------------------------------------------------------------------------- the gym wrapper
 
 
-def flat_obs(data: FoldData, state: tenv.EnvState, lookback: int) -> jax.Array:
+def flat_obs(data: FoldData, state: tenv.EnvState, fcfg: FeatureConfig) -> jax.Array:
     """[F + L·F + P] float32: market row, look-back window (row-major), portfolio features."""
-    o = observe(data, state.t, tenv.portfolio_features(state, data.prices), lookback)
+    o = observe(data, state.t, tenv.portfolio_features(state, data.prices), fcfg)
     return jnp.concatenate([o.market, o.window.reshape(-1), o.portfolio]).astype(jnp.float32)
 
 
 def make_env_fns(cfg: RunConfig, reward_scale: float):
     """Jitted `reset(data, t0, stop) → (state, obs)` and
     `step(data, state, action) → (new_state, obs, reward, terminated, truncated)`."""
-    n_mag, lookback, ecfg = len(cfg.env.magnitudes), cfg.features.lookback, cfg.env
+    n_mag, ecfg = len(cfg.env.magnitudes), cfg.env
 
     def reset(data, t0, stop):
         state = tenv.reset(t0, stop)
-        return state, flat_obs(data, state, lookback)
+        return state, flat_obs(data, state, cfg.features)
 
     def step(data, state, action):
         target = tenv.target_fraction(action // n_mag, action % n_mag, ecfg)
         new, out = tenv.step(state, target, data.prices, ecfg)
-        return (new, flat_obs(data, new, lookback), out.reward * reward_scale,
+        return (new, flat_obs(data, new, cfg.features), out.reward * reward_scale,
                 out.terminated, out.truncated)
 
     return jax.jit(reset), jax.jit(step)

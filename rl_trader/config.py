@@ -65,16 +65,25 @@ class DataConfig:
         _check(ppy is None or 1 <= ppy <= 10_000_000, "--periods-per-year", "in [1, 1e7]", ppy)
 
 
+PORTFOLIO_INPUTS = ("all", "no_returns")  # what `fold_data.observe` passes of the portfolio group
+
+
 @dataclass(frozen=True)
 class FeatureConfig:
     """Causal market features and the look-back window the network sees."""
 
     lookback: int = option(32, "look-back window in bars (including bar t)")
     clip: float = option(5.0, "normalised features are clipped to [-clip, clip]")
+    portfolio_inputs: str = option(
+        "all", "portfolio features the network sees: all, or no_returns (unrealised return "
+        "and drawdown zeroed: on an entry bar they are noise-free copies of the last return, "
+        "around --obs-noise)", choices=PORTFOLIO_INPUTS)
 
     def validate(self) -> None:
         _check(2 <= self.lookback <= 512, "--lookback", "an integer in [2, 512]", self.lookback)
         _check(0.5 <= self.clip <= 100, "--clip", "in [0.5, 100]", self.clip)
+        _check(self.portfolio_inputs in PORTFOLIO_INPUTS, "--portfolio-inputs",
+               "all or no_returns", self.portfolio_inputs)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from rl_trader.config import EnvConfig
@@ -38,6 +39,16 @@ FLAT = 1
 PERCENT = 100.0  # returns in the mean-variance and DSR rewards are in percent: R = 100·r
 DSR_VAR_FLOOR = 1e-6  # percent²: floor on B − A² in the DSR's denominator (0.1 bp per bar)
 PORTFOLIO_NAMES = ("position", "unrealised_return", "time_in_position", "drawdown", "last_cost")
+# The portfolio features that carry the last bar's return (on an entry bar, unrealised return
+# and drawdown are exact copies of it): `--portfolio-inputs no_returns` hides them.
+RETURN_FEATURES = ("unrealised_return", "drawdown")
+
+
+def portfolio_mask(inputs: str) -> np.ndarray:
+    """float32 [len(PORTFOLIO_NAMES)]: 1 for the features the network sees under
+    `--portfolio-inputs` `inputs` ("all" or "no_returns"), 0 for those zeroed."""
+    hidden = RETURN_FEATURES if inputs == "no_returns" else ()
+    return np.array([name not in hidden for name in PORTFOLIO_NAMES], np.float32)
 
 
 @struct.dataclass

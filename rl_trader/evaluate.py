@@ -81,7 +81,7 @@ def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
 
     def decide(key, state, port):
         del key
-        q = apply(params, observe(data, state.t, port, cfg.features.lookback))
+        q = apply(params, observe(data, state.t, port, cfg.features))
         d, m = jnp.argmax(q.q_direction, -1), jnp.argmax(q.q_magnitude, -1)
         targets = env.target_fraction(d, m, cfg.env)
         q_dir = jnp.take_along_axis(q.q_direction, d[:, None], -1)[:, 0]

@@ -181,7 +181,7 @@ def act(params, data: FoldData, state: env.EnvState,
     target, aux = ev.greedy_decide(params, data, cfg)(None, state, port)
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
     out = jax.vmap(net.apply, in_axes=(0, None))(
-        params, observe(data, state.t, port, cfg.features.lookback))
+        params, observe(data, state.t, port, cfg.features))
     return target, aux.market_weights, aux.portfolio_weights, out, port
 
 

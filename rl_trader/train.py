@@ -96,7 +96,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
     acfg, tcfg, lookback = cfg.agent, cfg.train, cfg.features.lookback
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
     total_steps = tcfg.epochs * tcfg.steps_per_epoch
-    batch_observe = jax.vmap(observe, in_axes=(None, 0, 0, None))
+    batch_observe = jax.vmap(partial(observe, cfg=cfg.features), in_axes=(None, 0, 0))
     batch_portfolio = jax.vmap(env.portfolio_features, in_axes=(0, None))
 
     def reset_envs(key: jax.Array, fold: FoldData, n: int) -> env.EnvState:
@@ -121,7 +121,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
                                                         len(cfg.env.magnitudes))
         else:
             port = batch_portfolio(envs, fold.prices)
-            q = net.apply(runner.learner.params, batch_observe(fold, envs.t, port, lookback))
+            q = net.apply(runner.learner.params, batch_observe(fold, envs.t, port))
             direction, magnitude = agent.epsilon_greedy(k_act, q, epsilon)
         target = env.target_fraction(direction, magnitude, cfg.env)
         new, out = jax.vmap(env.step, in_axes=(0, 0, None, None))(envs, target, fold.prices,
@@ -166,7 +166,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         b = replay.sample(runner.replay, k_sample, acfg.batch_size, acfg.n_step, hp.gamma)
         bar_tm1 = b.state_tm1.t
         port_tm1 = batch_portfolio(b.state_tm1, fold.prices)
-        obs_tm1 = add_noise(k_noise, batch_observe(fold, bar_tm1, port_tm1, lookback),
+        obs_tm1 = add_noise(k_noise, batch_observe(fold, bar_tm1, port_tm1),
                             hp.obs_noise)
         weight = (agent.bootstrap_weight(runner.bag_key, bar_tm1, acfg.bootstrap_block)
                   if acfg.bootstrap_block else None)
@@ -177,12 +177,12 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
             port_t, r_t, discount_t = jax.vmap(
                 agent.counterfactual_step, in_axes=(0, None, None, None, None))(
                 b.state_tm1, fold.prices, cfg.env, acfg.reward_scale, hp.gamma)  # [B, K, ...]
-            obs_t = batch_observe(fold, bar_tm1 + 1, port_t, lookback)  # one market row each
+            obs_t = batch_observe(fold, bar_tm1 + 1, port_t)  # one market row each
             learner, info = agent.full_action_update(runner.learner, net.apply, obs_tm1, obs_t,
                                                      r_t, discount_t, fold.aux_target[bar_tm1],
                                                      acfg, hp, weight, train_apply)
         else:
-            obs_t = batch_observe(fold, b.bar_t, b.portfolio_t, lookback)
+            obs_t = batch_observe(fold, b.bar_t, b.portfolio_t)
             learner, info = agent.update(runner.learner, net.apply, obs_tm1, obs_t,
                                          b.direction_tm1, b.magnitude_tm1, b.return_t,
                                          b.discount_t, fold.aux_target[bar_tm1], acfg, hp,

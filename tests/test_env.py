@@ -131,6 +131,13 @@ def test_portfolio_features_and_shapes():
     assert dd <= 0.0 and cost >= 0.0
 
 
+def test_portfolio_mask_hides_only_the_return_features():
+    np.testing.assert_array_equal(env.portfolio_mask("all"), [1, 1, 1, 1, 1])
+    # position, unrealised_return, time_in_position, drawdown, last_cost
+    np.testing.assert_array_equal(env.portfolio_mask("no_returns"), [1, 0, 1, 0, 1])
+    assert set(env.RETURN_FEATURES) <= set(env.PORTFOLIO_NAMES)
+
+
 def test_vmaps_over_many_envs_at_random_offsets():
     n = 4096
     t0 = jax.random.randint(jax.random.PRNGKey(0), (n,), 0, 3)

@@ -37,7 +37,7 @@ def test_ensemble_position_is_the_mean_of_its_members_targets():
     start = int(prep.folds[0].val[0])
     state = env.reset(start, start + 10)
     port = env.portfolio_features(state, data.prices)
-    obs = observe(data, state.t, port, cfg.features.lookback)
+    obs = observe(data, state.t, port, cfg.features)
     members = [init_params(net, obs, seed=s) for s in range(3)]
     key = jax.random.key(0)
 
@@ -64,7 +64,7 @@ def test_greedy_q_is_the_bdq_value_of_the_greedy_action():
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
     state = env.reset(int(prep.folds[0].val[0]), int(prep.folds[0].val[0]) + 10)
     port = env.portfolio_features(state, data.prices)
-    obs = observe(data, state.t, port, cfg.features.lookback)
+    obs = observe(data, state.t, port, cfg.features)
     for seed in range(4):
         params = init_params(net, obs, seed=seed)
         out = net.apply(params, obs)

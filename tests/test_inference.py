@@ -82,6 +82,7 @@ def test_checkpoints_and_export_carry_the_train_fit_normaliser(trained):
         assert (info["lookback"], info["first_valid"]) == (prep.cfg.features.lookback,
                                                            prep.features.first_valid)
         assert info["periods_per_year"] == prep.periods_per_year
+        assert info["portfolio_inputs"] == prep.cfg.features.portfolio_inputs == "all"
         path = run_dir / f"fold_{fold.index}" / "best_params.safetensors"
         header = safetensors_metadata(path)
         assert header == meta
@@ -115,7 +116,7 @@ def test_predict_matches_the_restored_ensemble_on_the_last_bar(trained, capsys):
     w_m = aux.market_weights
     assert pred["target"]["fraction"] == pytest.approx(float(target), abs=1e-6)
     q = jax.vmap(QNetwork(cfg.net, len(cfg.env.magnitudes)).apply, in_axes=(0, None))(
-        params, observe(data, state.t, port, cfg.features.lookback))
+        params, observe(data, state.t, port, cfg.features))
     for s, member in enumerate(pred["members"]):
         np.testing.assert_allclose(list(member["q_direction"].values()), q.q_direction[s],
                                    atol=1e-5)

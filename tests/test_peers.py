@@ -42,8 +42,7 @@ def _direct(data, t0, actions, cfg):
         state, out = env.step(state, target, data.prices, cfg.env)
         rewards.append(float(out.reward))
         flags.append((bool(out.terminated), bool(out.truncated)))
-        o = observe(data, state.t, env.portfolio_features(state, data.prices),
-                    cfg.features.lookback)
+        o = observe(data, state.t, env.portfolio_features(state, data.prices), cfg.features)
         obs.append(np.concatenate([np.asarray(o.market), np.asarray(o.window).ravel(),
                                    np.asarray(o.portfolio)]))
     return np.array(rewards), flags, np.array(obs)
