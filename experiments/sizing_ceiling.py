@@ -13,11 +13,12 @@ held over bar t + 1. Rules (p_t, then rounded to the nearest of the default magn
   the mean-variance reward R − (λ/2)·R² (σ_t the true σ of bar t + 1: on vol_regime a
   look-ahead, so an upper bound).
 
-Per-bar P&L p_t·r_{t+1} − c·|p_t − p_{t−1}|, with c = the default commission + slippage
-(2 bps of traded notional; the env's exact cost model also marks the position to market
-between bars, which this ceiling ignores). Prints and writes the annualised Sharpe (√252),
-mean over the draws, of each rule: how far an agent that is as good as the sign oracle stays
-below ridge, and which λ makes the mean-variance optimum size like ridge.
+Per-bar P&L p_t·r_{t+1} − cost(p_t − p_{t−1}), the cost from `env.trade_cost` at the default
+commission + slippage (2 bps of traded notional; the env's exact cost model also marks the
+position to market between bars, which this ceiling ignores). Prints and writes the
+annualised Sharpe (√252), mean over the draws, of each rule: how far an agent that is as good
+as the sign oracle stays below ridge, and which λ makes the mean-variance optimum size like
+ridge.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import json
 
 import numpy as np
 
+from rl_trader import env as tenv
 from rl_trader.config import EnvConfig
 from rl_trader.data.synthetic import MARKETS, generate
 from rl_trader.metrics import sharpe_of
@@ -44,10 +46,11 @@ def rounded(p: np.ndarray, grid: tuple[float, ...]) -> np.ndarray:
     return np.sign(p) * np.where(a < g[0] / 2, 0.0, q)
 
 
-def net_returns(p: np.ndarray, r: np.ndarray, cost: float) -> np.ndarray:
-    """[T − 1]: p_t · r_{t+1} − cost · |p_t − p_{t−1}| (p_{−1} = 0), r the simple returns."""
-    traded = np.abs(np.diff(np.concatenate([[0.0], p[:-1]])))
-    return p[:-1] * r[1:] - cost * traded
+def net_returns(p: np.ndarray, r: np.ndarray, env: EnvConfig) -> np.ndarray:
+    """[T − 1]: p_t · r_{t+1} − `env.trade_cost`(p_t − p_{t−1}) (p_{−1} = 0; the cost of
+    trading that fraction of equity), r the simple returns."""
+    traded = np.diff(np.concatenate([[0.0], p[:-1]]))
+    return p[:-1] * r[1:] - np.asarray(tenv.trade_cost(traded, env), np.float64)
 
 
 def ceiling(name: str, seed: int, bars: int, env: EnvConfig) -> dict[str, float]:
@@ -57,13 +60,12 @@ def ceiling(name: str, seed: int, bars: int, env: EnvConfig) -> dict[str, float]
     spec = MARKETS[name]
     sigma = np.where(m.hidden_state == 0, spec.sigma, spec.sigma_turbulent or spec.sigma)
     mu_pct, var_pct = 100 * m.signal, (100 * sigma) ** 2
-    cost = (env.commission_bps + env.slippage_bps) * 1e-4
     s = np.sqrt(np.mean(m.signal**2))
     rules = {"sign": np.sign(m.signal),
              "prop": rounded(np.clip(m.signal / s, -1, 1), env.magnitudes)}
     for lam in LAMBDAS:
         rules[f"mv {lam:g}"] = rounded(np.clip(mu_pct / (lam * var_pct), -1, 1), env.magnitudes)
-    return {k: sharpe_of(net_returns(p, r, cost), PPY) for k, p in rules.items()}
+    return {k: sharpe_of(net_returns(p, r, env), PPY) for k, p in rules.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,8 @@ def test_net_returns_by_hand():
     # charged on the bar they are held over (the last position is never held).
     p = np.array([0.5, -1.0, 0.0, 0.0])
     r = np.array([9.0, 0.02, -0.01, 0.03])
-    np.testing.assert_allclose(net_returns(p, r, 1e-4),
+    one_bp = EnvConfig(commission_bps=0.5, slippage_bps=0.5)
+    np.testing.assert_allclose(net_returns(p, r, one_bp),
                                [0.5 * 0.02 - 0.5e-4, 0.01 - 1.5e-4, 0.0 - 1e-4])
 
 
