@@ -1,25 +1,31 @@
 """XLA compile options per program: compile seconds, run seconds, and whether the outputs are
 bitwise equal to the default build's. A measurement, not a test.
 
-    python -m experiments.compile_options [--out compile_options.json] [--steps-per-epoch N]
+    python -m experiments.compile_options [--out compile_options.json] [--sets A,B]
+                                          [--preset default] [--steps-per-epoch N]
+                                          [--save-outputs DIR]
 
-Builds the default preset's population on the embedded data (`make train FOLDS=3`'s members)
-and compiles its init and epoch programs once per option set, without the persistent cache.
+Builds a preset's population on the embedded data (the default preset's: `make train
+FOLDS=3`'s 12 members) and compiles its init and epoch programs once per option set, without
+the persistent cache.
+With `--save-outputs`, two source trees' builds can be compared bit for bit afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import os
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
 
 from rl_trader import population
-from rl_trader.config import preset
+from rl_trader.config import PRESETS, RunConfig, preset
 from rl_trader.prepare import prepare
+from rl_trader.rundir import write_json
 
 OPTION_SETS: dict[str, dict | None] = {
     "default": None,
@@ -53,20 +59,10 @@ def _measure(fn, args: tuple, fresh) -> tuple[dict, list[np.ndarray]]:
     return {"compile_s": round(compile_s, 2), "run_s": [round(r, 3) for r in runs]}, _leaves(out)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(prog="python -m experiments.compile_options")
-    p.add_argument("--out", default="compile_options.json")
-    p.add_argument("--steps-per-epoch", type=int, default=None,
-                   help="env steps per epoch (default: the preset's; fewer on a CPU)")
-    p.add_argument("--sets", default=",".join(OPTION_SETS),
-                   help=f"option sets to compile with, of {','.join(OPTION_SETS)}")
-    args = p.parse_args()
-    sets = {name: OPTION_SETS[name] for name in args.sets.split(",")}
-    jax.config.update("jax_enable_compilation_cache", False)
-    cfg = preset("default")
-    if args.steps_per_epoch:
-        cfg = dataclasses.replace(cfg, train=dataclasses.replace(
-            cfg.train, steps_per_epoch=args.steps_per_epoch))
+def measure(cfg: RunConfig, sets: dict[str, dict | None],
+            save_outputs: str | None = None) -> dict:
+    """Compile `cfg`'s population's init and epoch programs under each option set in `sets`
+    (names of OPTION_SETS): compile and run seconds, and the outputs against the first set's."""
     c = population.build(prepare(cfg))
     trainer = c.pop.trainer
     runners = jax.block_until_ready(c.pop.init(c.keys, c.data))
@@ -97,15 +93,50 @@ def main() -> None:
                     jax.config.update(k, v)
             if ref is None:
                 ref = leaves
+            if save_outputs:
+                os.makedirs(save_outputs, exist_ok=True)
+                np.savez(os.path.join(save_outputs, f"{program}-{name}.npz"), *leaves)
             pairs = list(zip(ref, leaves, strict=True))
             rec["bitwise_equal"] = all(np.array_equal(a, b) for a, b in pairs)
             rec["max_abs_diff"] = max(float(np.max(np.abs(a.astype(np.float64) - b)))
                                       if a.size else 0.0 for a, b in pairs)
             result["programs"].setdefault(program, {})[name] = rec
             print(program, name, rec, flush=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.compile_options",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="compile_options.json")
+    p.add_argument("--preset", default="default", choices=PRESETS)
+    p.add_argument("--steps-per-epoch", type=int, default=None,
+                   help="env steps per epoch (default: the preset's; fewer on a CPU)")
+    p.add_argument("--save-outputs", default=None, metavar="DIR",
+                   help="write each program's outputs to DIR/PROGRAM-SET.npz (to compare builds "
+                        "of two source trees)")
+    p.add_argument("--sets", default=",".join(OPTION_SETS),
+                   help=f"option sets to compile with, of {','.join(OPTION_SETS)}")
+    args = p.parse_args(argv)
+    names = args.sets.split(",")
+    unknown = [n for n in names if n not in OPTION_SETS]
+    if unknown:
+        p.error(f"--sets: unknown {','.join(unknown)} (choose from {','.join(OPTION_SETS)})")
+    if args.steps_per_epoch is not None and args.steps_per_epoch < 1:
+        p.error(f"--steps-per-epoch must be >= 1, got {args.steps_per_epoch}")
+    cfg = preset(args.preset)
+    if args.steps_per_epoch:
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(
+            cfg.train, steps_per_epoch=args.steps_per_epoch))
+    cache = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)  # every program compiled here
+    try:
+        result = measure(cfg, {n: OPTION_SETS[n] for n in names}, args.save_outputs)
+    finally:
+        jax.config.update("jax_enable_compilation_cache", cache)
+    write_json(Path(args.out), result)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
