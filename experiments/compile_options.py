@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
 import numpy as np
+from jax.experimental.compilation_cache import compilation_cache
 
 from rl_trader import population
 from rl_trader.config import PRESETS, RunConfig, preset
@@ -37,16 +40,20 @@ OPTION_SETS: dict[str, dict | None] = {
     "threefry_kernel": None,  # XLA's defaults, with JAX_CONFIG_SETS below
 }
 # JAX settings in force while a set's programs are traced and compiled.
-JAX_CONFIG_SETS: dict[str, dict] = {
-    "threefry_kernel": {"jax_threefry_gpu_kernel_lowering": True},
+JAX_CONFIG_SETS: dict[str, dict[str, object]] = {
+    "threefry_kernel": {population.THREEFRY_KERNELS: True},
 }
 
 
 def _leaves(tree: object) -> list[np.ndarray]:
+    """A pytree's leaves as host arrays."""
     return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
-def _measure(fn, args: tuple, fresh) -> tuple[dict, list[np.ndarray]]:
+def _measure(fn: Callable, args: tuple, fresh: Callable[[tuple], tuple]
+             ) -> tuple[dict, list[np.ndarray]]:
+    """Compile the jitted `fn` for `args` (seconds), then run it twice on `fresh(args)` (the
+    inputs again, for a program that donates them): seconds of each run, and the outputs."""
     t = time.perf_counter()
     compiled = fn.lower(*args).compile()
     compile_s = time.perf_counter() - t
@@ -61,8 +68,10 @@ def _measure(fn, args: tuple, fresh) -> tuple[dict, list[np.ndarray]]:
 
 def measure(cfg: RunConfig, sets: dict[str, dict | None],
             save_outputs: str | None = None) -> dict:
-    """Compile `cfg`'s population's init and epoch programs under each option set in `sets`
-    (names of OPTION_SETS): compile and run seconds, and the outputs against the first set's."""
+    """Compile `cfg`'s population's init and epoch programs (as `population.Population` jits
+    them, on one device) under each option set in `sets` (names of OPTION_SETS): compile and
+    run seconds, and the outputs against the first set's (`bitwise_equal` None when that one
+    failed to compile)."""
     c = population.build(prepare(cfg))
     trainer = c.pop.trainer
     runners = jax.block_until_ready(c.pop.init(c.keys, c.data))
@@ -76,33 +85,40 @@ def measure(cfg: RunConfig, sets: dict[str, dict | None],
                                     compiler_options=o),
          (runners, c.data, c.hps),
          lambda a: (jax.tree.map(jax.numpy.asarray, host),) + a[1:])]:
+        records = result["programs"][program] = {}
         ref = None
-        for name, opts in sets.items():
-            jax_settings = JAX_CONFIG_SETS.get(name, {})
-            before = {k: getattr(jax.config, k) for k in jax_settings}
+        for k, (name, opts) in enumerate(sets.items()):
+            run = population.with_jax_settings(functools.partial(_measure, fn_of(opts), args_,
+                                                                 fresh),
+                                               JAX_CONFIG_SETS.get(name, {}))
             try:
-                for k, v in jax_settings.items():
-                    jax.config.update(k, v)
-                rec, leaves = _measure(fn_of(opts), args_, fresh)
-            except Exception as e:  # an option this backend does not know
-                result["programs"].setdefault(program, {})[name] = {"error": str(e)[:300]}
+                rec, leaves = run()
+            except Exception as e:  # an option this backend or XLA version does not know
+                records[name] = {"error": str(e)[:300]}
                 print(program, name, "error:", str(e)[:300], flush=True)
                 continue
-            finally:
-                for k, v in before.items():
-                    jax.config.update(k, v)
-            if ref is None:
+            if k == 0:
                 ref = leaves
             if save_outputs:
                 os.makedirs(save_outputs, exist_ok=True)
                 np.savez(os.path.join(save_outputs, f"{program}-{name}.npz"), *leaves)
-            pairs = list(zip(ref, leaves, strict=True))
-            rec["bitwise_equal"] = all(np.array_equal(a, b) for a, b in pairs)
-            rec["max_abs_diff"] = max(float(np.max(np.abs(a.astype(np.float64) - b)))
-                                      if a.size else 0.0 for a, b in pairs)
-            result["programs"].setdefault(program, {})[name] = rec
+            if ref is None:
+                rec["bitwise_equal"] = rec["max_abs_diff"] = None
+            else:
+                pairs = list(zip(ref, leaves, strict=True))
+                rec["bitwise_equal"] = all(np.array_equal(a, b) for a, b in pairs)
+                rec["max_abs_diff"] = max(float(np.max(np.abs(a.astype(np.float64) - b)))
+                                          if a.size else 0.0 for a, b in pairs)
+            records[name] = rec
             print(program, name, rec, flush=True)
     return result
+
+
+def _persistent_cache(enabled: bool) -> None:
+    """Turn JAX's persistent compilation cache on or off for the programs compiled next
+    (`reset_cache`: JAX decides once whether to use it, at the first compile)."""
+    jax.config.update("jax_enable_compilation_cache", enabled)
+    compilation_cache.reset_cache()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,11 +145,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(
             cfg.train, steps_per_epoch=args.steps_per_epoch))
     cache = jax.config.jax_enable_compilation_cache
-    jax.config.update("jax_enable_compilation_cache", False)  # every program compiled here
+    _persistent_cache(False)  # every program compiled here, none loaded
     try:
         result = measure(cfg, {n: OPTION_SETS[n] for n in names}, args.save_outputs)
     finally:
-        jax.config.update("jax_enable_compilation_cache", cache)
+        _persistent_cache(cache)
     write_json(Path(args.out), result)
     return 0
 

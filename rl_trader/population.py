@@ -98,27 +98,37 @@ class Population:
 THREEFRY_KERNELS = "jax_threefry_gpu_kernel_lowering"
 
 
-def threefry_kernels(fn: Callable) -> Callable:
-    """`fn` traced and compiled with JAX's threefry PRNG lowered to one GPU kernel.
-
-    The init program draws every parameter leaf with its own threefry hash; inlined, those
-    hashes are most of its HLO, and XLA's fusion pass spent 13 of its 17 s of compile on them
-    (H200, `experiments.compile_options`, docs/benchmarks.md). As a kernel the program
-    compiles in 3.7 s with bitwise-equal outputs (the same integer hash). Not used for the
-    epoch program: there it saves 2.5 s of compile but costs 7 % of its run time. The flag
-    is part of JAX's jit key, so the other programs are unaffected; it only acts on GPUs.
-    """
+def with_jax_settings(fn: Callable, settings: dict[str, object]) -> Callable:
+    """`fn` called — so traced and compiled — with the JAX config `settings` in force, each
+    restored afterwards, also on an error. The settings are process-wide while `fn` runs:
+    call it from the thread that drives the run, and not under an outer `jit` (a program
+    compiled after the call returns would not see them)."""
 
     @functools.wraps(fn)
     def call(*args: object) -> object:
-        before = getattr(jax.config, THREEFRY_KERNELS)
-        jax.config.update(THREEFRY_KERNELS, True)
+        before = {name: getattr(jax.config, name) for name in settings}
         try:
+            for name, value in settings.items():
+                jax.config.update(name, value)
             return fn(*args)
         finally:
-            jax.config.update(THREEFRY_KERNELS, before)
+            for name, value in before.items():
+                jax.config.update(name, value)
 
     return call
+
+
+def threefry_kernels(fn: Callable) -> Callable:
+    """`fn` traced and compiled with JAX's threefry PRNG lowered to one GPU kernel.
+
+    The init program draws every parameter leaf with its own inlined threefry hash; XLA's
+    HLO passes took 11–12 s of its 17 s compile on an H200, most of it priority fusion
+    (`experiments.compile_options`, docs/benchmarks.md). With the hash as a kernel the
+    program compiles in 3.7 s with bitwise-equal outputs (the same integer hash). Not used
+    for the epoch program: there it compiles 21.0 s against 23.5 s but runs 7 % slower. The
+    flag is part of JAX's jit key and only acts on GPUs; see `with_jax_settings` for its scope.
+    """
+    return with_jax_settings(fn, {THREEFRY_KERNELS: True})
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
