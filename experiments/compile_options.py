@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -30,18 +31,23 @@ from rl_trader.config import PRESETS, RunConfig, preset
 from rl_trader.prepare import prepare
 from rl_trader.rundir import write_json
 
-OPTION_SETS: dict[str, dict | None] = {
-    "default": None,
-    "O0": {"xla_backend_optimization_level": 0},
-    "O0_cheap_llvm": {"xla_backend_optimization_level": 0,
-                      "xla_llvm_disable_expensive_passes": True},
-    "cheap_llvm": {"xla_llvm_disable_expensive_passes": True},
-    "gpu_parallel": {"xla_gpu_force_compilation_parallelism": 16},
-    "threefry_kernel": None,  # XLA's defaults, with JAX_CONFIG_SETS below
-}
-# JAX settings in force while a set's programs are traced and compiled.
-JAX_CONFIG_SETS: dict[str, dict[str, object]] = {
-    "threefry_kernel": {population.THREEFRY_KERNELS: True},
+
+class OptionSet(NamedTuple):
+    """XLA compile options of the programs, and JAX settings in force while they are traced
+    and compiled."""
+
+    xla: dict | None = None
+    jax_settings: dict[str, object] = {}
+
+
+OPTION_SETS: dict[str, OptionSet] = {
+    "default": OptionSet(),
+    "O0": OptionSet({"xla_backend_optimization_level": 0}),
+    "O0_cheap_llvm": OptionSet({"xla_backend_optimization_level": 0,
+                                "xla_llvm_disable_expensive_passes": True}),
+    "cheap_llvm": OptionSet({"xla_llvm_disable_expensive_passes": True}),
+    "gpu_parallel": OptionSet({"xla_gpu_force_compilation_parallelism": 16}),
+    "threefry_kernel": OptionSet(jax_settings={population.THREEFRY_KERNELS: True}),
 }
 
 
@@ -66,7 +72,7 @@ def _measure(fn: Callable, args: tuple, fresh: Callable[[tuple], tuple]
     return {"compile_s": round(compile_s, 2), "run_s": [round(r, 3) for r in runs]}, _leaves(out)
 
 
-def measure(cfg: RunConfig, sets: dict[str, dict | None],
+def measure(cfg: RunConfig, sets: dict[str, OptionSet],
             save_outputs: str | None = None) -> dict:
     """Compile `cfg`'s population's init and epoch programs (as `population.Population` jits
     them, on one device) under each option set in `sets` (names of OPTION_SETS): compile and
@@ -88,9 +94,8 @@ def measure(cfg: RunConfig, sets: dict[str, dict | None],
         records = result["programs"][program] = {}
         ref = None
         for k, (name, opts) in enumerate(sets.items()):
-            run = population.with_jax_settings(functools.partial(_measure, fn_of(opts), args_,
-                                                                 fresh),
-                                               JAX_CONFIG_SETS.get(name, {}))
+            run = population.with_jax_settings(functools.partial(_measure, fn_of(opts.xla), args_,
+                                                                 fresh), opts.jax_settings)
             try:
                 rec, leaves = run()
             except Exception as e:  # an option this backend or XLA version does not know
