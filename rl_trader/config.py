@@ -164,6 +164,7 @@ class NetConfig:
 
 
 BACKUPS = ("taken", "all")
+SIZINGS = ("q", "forecast")
 DECAY_TARGETS = ("all", "kernels")
 
 
@@ -207,6 +208,11 @@ class AgentConfig:
     backup: str = option("taken", "TD backups: taken (n-step, the action taken) or all "
                          "(1-step, every position from the same state: full-action backups)",
                          choices=BACKUPS)
+    sizing: str = option(
+        "q", "position size: q (the magnitude branch's greedy magnitude) or forecast "
+        "(min(1, |ŷ| / s): the aux head's next-bar forecast over its root mean square on the "
+        "fold's train bars, as ridge sizes; the direction stays the Q-network's; taken "
+        "backups only)", choices=SIZINGS)
     bootstrap_block: int = option(
         0, "bagging: each member weights the train bars by its own double-or-nothing bootstrap "
         "of blocks of this many bars (0: off)")
@@ -234,6 +240,11 @@ class AgentConfig:
         _check(self.bootstrap_block >= 0, "--bootstrap-block", "an integer ≥ 0 (0: off)",
                self.bootstrap_block)
         _check(self.backup in BACKUPS, "--backup", "taken or all", self.backup)
+        _check(self.sizing in SIZINGS, "--sizing", "q or forecast", self.sizing)
+        _check(self.sizing == "q" or self.backup == "taken", "--sizing",
+               "q when --backup is all (forecast sizing needs --backup taken: full-action "
+               "backups enumerate the magnitudes)",
+               self.sizing)
         _check(self.weight_decay_on in DECAY_TARGETS, "--weight-decay-on", "all or kernels",
                self.weight_decay_on)
 

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rl_trader import env
+from rl_trader.agent import position_target
 from rl_trader.config import RunConfig
 from rl_trader.fold_data import FoldData, observe, training_bars
 from rl_trader.metrics import sharpe
@@ -70,23 +71,40 @@ def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: 
     return result
 
 
+def forecast_scale(net: QNetwork, params, data: FoldData, cfg: RunConfig) -> jax.Array:
+    """s = √(Σ_t w_t ŷ_t² / Σ_t w_t): the root mean square of one member's aux forecast ŷ_t
+    over the training bars (w = `training_bars`, as the ridge baseline's scale), floored at
+    1e-12. The aux head does not read the portfolio group, so it is evaluated with zeros."""
+    w = training_bars(data).astype(jnp.float32)
+    port = jnp.zeros((len(env.PORTFOLIO_NAMES),))
+    obs = jax.vmap(lambda t: observe(data, t, port, cfg.features))(
+        jnp.arange(data.features.shape[0]))
+    y_hat = net.apply(params, obs).aux
+    return jnp.maximum(jnp.sqrt((w * y_hat**2).sum() / jnp.maximum(w.sum(), 1.0)), 1e-12)
+
+
 def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
     """The agent's greedy policy. `params` stack an ensemble of S agents on a leading axis;
-    each takes its greedy action (argmax per branch) and the position is their mean target,
-    p* = (1/S) Σ_s p*_s (S = 1: a single agent). VSN weights are averaged likewise, and so is
-    the Q of the greedy action, Q(s, â) = mean over the active branches b of Q_b(s, â_b) (the
-    value the learner bootstraps from)."""
+    each takes its greedy action (argmax per branch; its position by `agent.position_target`,
+    with forecast sizing each member's own scale `forecast_scale` on `data`'s training bars)
+    and the position is their mean target, p* = (1/S) Σ_s p*_s (S = 1: a single agent). VSN
+    weights are averaged likewise, and so is the Q of the greedy action, Q(s, â) = mean over
+    the active branches b of Q_b(s, â_b) (the value the learner bootstraps from)."""
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
     apply = jax.vmap(net.apply, in_axes=(0, None))
+    sizing = cfg.agent.sizing
+    scale = (jax.vmap(forecast_scale, in_axes=(None, 0, None, None))(net, params, data, cfg)
+             if sizing == "forecast" else None)
 
     def decide(key, state, port):
         del key
         q = apply(params, observe(data, state.t, port, cfg.features))
         d, m = jnp.argmax(q.q_direction, -1), jnp.argmax(q.q_magnitude, -1)
-        targets = env.target_fraction(d, m, cfg.env)
+        targets = position_target(d, m, q.aux, scale, sizing, cfg.env)
         q_dir = jnp.take_along_axis(q.q_direction, d[:, None], -1)[:, 0]
         q_mag = jnp.take_along_axis(q.q_magnitude, m[:, None], -1)[:, 0]
-        q_greedy = jnp.where(d == env.FLAT, q_dir, 0.5 * (q_dir + q_mag))
+        mag_active = (d != env.FLAT) & (sizing == "q")  # `agent.branch_mask`'s magnitude entry
+        q_greedy = jnp.where(mag_active, 0.5 * (q_dir + q_mag), q_dir)
         return targets.mean(), Aux(market_weights=q.market_weights.mean(0),
                                    portfolio_weights=q.portfolio_weights.mean(0),
                                    q=q_greedy.mean())

@@ -125,6 +125,11 @@ def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:
         raise InputError(f"checkpoint {directory} holds no inference metadata (normaliser, "
                          "feature order): written by an older version; re-run the training")
     cfg = config_from_dict(meta["config"])
+    if cfg.agent.sizing != "q":
+        raise InputError(f"run {run_dir} was trained with --sizing {cfg.agent.sizing}: its "
+                         "positions are scaled by the forecast's root mean square on the fold's "
+                         "train bars, which the checkpoint does not store; acting on new bars "
+                         "supports --sizing q runs only")
     params = restore_acting(directory, cfg, len(meta["inference"]["feature_names"]),
                             int(meta["seeds"]), meta["epoch"])
     return Policy(run_dir=run_dir, fold=fold, epoch=int(meta["epoch"]), cfg=cfg, meta=meta,

@@ -31,7 +31,7 @@ from flax import struct
 
 from rl_trader import agent, env, replay
 from rl_trader.config import RunConfig
-from rl_trader.evaluate import Rollout, greedy_decide, rollout
+from rl_trader.evaluate import Rollout, forecast_scale, greedy_decide, rollout
 from rl_trader.fold_data import FoldData, observe
 from rl_trader.metrics import sharpe
 from rl_trader.networks import Obs, QNetwork
@@ -99,6 +99,11 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
     batch_observe = jax.vmap(partial(observe, cfg=cfg.features), in_axes=(None, 0, 0))
     batch_portfolio = jax.vmap(env.portfolio_features, in_axes=(0, None))
 
+    def sizing_scale(params, fold: FoldData) -> jax.Array | None:
+        """The forecast scale s of `params` on the fold's training bars (forecast sizing), or
+        None (the magnitude branch sizes)."""
+        return forecast_scale(net, params, fold, cfg) if acfg.sizing == "forecast" else None
+
     def reset_envs(key: jax.Array, fold: FoldData, n: int) -> env.EnvState:
         """`n` fresh episodes, each in training range i (`fold.episodes`: one per instrument)
         with probability ∝ its starting bars, at a uniform bar t0 ∈ [start_i, end_i − 1)."""
@@ -110,20 +115,26 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         b0 = jax.vmap(env.prior_second_moment, in_axes=(None, 0, 0))(fold.prices, start, end)
         return jax.vmap(env.reset)(t0, env.episode_stop(t0, end[i], cfg.env), b0[i])
 
-    def env_step(runner: Runner, fold: FoldData,
-                 epsilon: jax.Array | None) -> tuple[Runner, replay.Step]:
+    def env_step(runner: Runner, fold: FoldData, epsilon: jax.Array | None,
+                 scale: jax.Array | None) -> tuple[Runner, replay.Step]:
         """One step of every env: ε-greedy actions, or uniform random ones (the same as at
-        ε = 1, without the network) when `epsilon` is None."""
+        ε = 1) when `epsilon` is None; positions by `agent.position_target` (`scale`: the
+        forecast scale s with forecast sizing, else None). The network is evaluated unless
+        the actions are random and sized by their magnitude."""
         key, k_act, k_reset = jax.random.split(runner.key, 3)
         envs = runner.envs
+        forecast = None
         if epsilon is None:
             direction, magnitude = agent.random_actions(k_act, envs.t.shape[0], env.N_DIRECTIONS,
                                                         len(cfg.env.magnitudes))
-        else:
+        if epsilon is not None or acfg.sizing == "forecast":
             port = batch_portfolio(envs, fold.prices)
             q = net.apply(runner.learner.params, batch_observe(fold, envs.t, port))
-            direction, magnitude = agent.epsilon_greedy(k_act, q, epsilon)
-        target = env.target_fraction(direction, magnitude, cfg.env)
+            forecast = q.aux
+            if epsilon is not None:
+                direction, magnitude = agent.epsilon_greedy(k_act, q, epsilon)
+        target = agent.position_target(direction, magnitude, forecast, scale, acfg.sizing,
+                                       cfg.env)
         new, out = jax.vmap(env.step, in_axes=(0, 0, None, None))(envs, target, fold.prices,
                                                                     cfg.env)
         done = out.terminated | out.truncated
@@ -153,9 +164,10 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
                         key=k_run, env_steps=jnp.int32(0),
                         bag_key=jax.random.fold_in(key, BAG_STREAM))
         prefill = max(tcfg.prefill_steps, acfg.n_step)
+        scale = sizing_scale(params, fold)
 
         def random_step(r, _):
-            r, _ = env_step(r, fold, None)  # uniform random actions
+            r, _ = env_step(r, fold, None, scale)  # uniform random actions
             return r, None
 
         runner, _ = jax.lax.scan(random_step, runner, None, length=prefill)
@@ -192,9 +204,11 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
     def epoch(runner: Runner, fold: FoldData,
               hp: agent.HParams) -> tuple[Runner, EpochMetrics]:
 
+        scale = sizing_scale(runner.learner.params, fold)  # fixed for the epoch
+
         def one(r, _):
             epsilon = agent.epsilon(r.env_steps, total_steps, acfg, hp)
-            r, step = env_step(r, fold, epsilon)
+            r, step = env_step(r, fold, epsilon, scale)
 
             def upd(r2, _):
                 return learn(r2, fold, hp)

@@ -241,6 +241,50 @@ def test_taken_flat_direction_masks_the_magnitude_branch():
     np.testing.assert_array_equal(mask, [1.0, 0.0])
 
 
+def test_forecast_sizing_leaves_the_magnitude_branch_out_everywhere():
+    # Greedy next direction long, taken long: with the magnitude branch the target would be
+    # 1 + 0.5 · (2 + 40) / 2; without it y = 1 + 0.5 · Q̄_dir[2] = 2, and δ_mag is masked out.
+    f = jnp.asarray
+    delta, mask = agent.branching_double_q_td(
+        f([0.0, 0.0, 0.5]), f([7.0, 0.0]), jnp.int32(2), jnp.int32(0), jnp.float32(1.0),
+        jnp.float32(0.5), f([0.0, 0.0, 2.0]), f([40.0, 0.0]), f([0.0, 0.0, 1.0]), f([1.0, 0.0]),
+        magnitude_branch=False)
+    np.testing.assert_allclose(delta, [2.0 - 0.5, 2.0 - 7.0], rtol=1e-6)
+    np.testing.assert_array_equal(mask, [1.0, 0.0])
+
+
+def test_forecast_sized_loss_gives_the_magnitude_head_no_gradient(qnet):
+    """With `sizing="forecast"` the TD loss never reads Q_mag: its head's kernel gets an exactly
+    zero gradient, while with "q" it does not."""
+    net, params, _ = qnet
+    obs_tm1, obs_t, *rest = make_batch(8)
+
+    def head_grad(sizing):
+        cfg = dataclasses.replace(CFG, sizing=sizing)
+
+        def loss(p):
+            out_t = net.apply(p, obs_t)
+            return agent.q_loss(net.apply(p, obs_tm1), jax.lax.stop_gradient(out_t),
+                                jax.lax.stop_gradient(out_t), *rest, cfg, 0.0)[0]
+
+        return jax.grad(loss)(params)["params"]["adv_magnitude"]["kernel"]
+
+    np.testing.assert_array_equal(head_grad("forecast"), 0.0)
+    assert float(jnp.abs(head_grad("q")).sum()) > 0
+
+
+def test_position_target_by_hand():
+    d = jnp.asarray([0, 1, 2, 2, 0], jnp.int32)
+    m = jnp.asarray([0, 1, 1, 0, 1], jnp.int32)
+    aux = jnp.asarray([-0.1, 0.3, 0.1, -0.5, 0.05])
+    ecfg = EnvConfig(magnitudes=(0.5, 1.0))
+    np.testing.assert_allclose(agent.position_target(d, m, aux, None, "q", ecfg),
+                               env.target_fraction(d, m, ecfg))
+    # (d − 1) · min(1, |ŷ| / s) with s = 0.2: the forecast sizes, the direction signs
+    np.testing.assert_allclose(agent.position_target(d, m, aux, jnp.float32(0.2), "forecast", ecfg),
+                               [-0.5, 0.0, 0.5, 1.0, -0.25], rtol=1e-6)
+
+
 def test_zero_discount_gives_target_equal_to_reward():
     delta, _ = td([0.0, 0.0, 0.25], [0.5, 0.0, 0.0, 0.0], 2, 0, -0.7, 0.0,
                   [50.0, 60.0, 70.0], [80.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0])

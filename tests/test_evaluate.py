@@ -14,6 +14,7 @@ from rl_trader.evaluate import (
     VOL_WINDOW,
     baseline_rollouts,
     fit_ridge,
+    forecast_scale,
     greedy_decide,
     oracle_rollout,
     random_decide,
@@ -73,6 +74,37 @@ def test_greedy_q_is_the_bdq_value_of_the_greedy_action():
                 else 0.5 * (out.q_direction[d] + out.q_magnitude[m]))
         _, aux = greedy_decide(stack([params]), data, cfg)(jax.random.key(0), state, port)
         np.testing.assert_allclose(float(aux.q), float(want), rtol=1e-5)
+
+
+def test_forecast_sized_greedy_position_by_hand():
+    """`--sizing forecast`: s is the root mean square of the member's aux forecast over the
+    training bars (`training_bars`: t and t + 1 in train), each member holds
+    (d − 1) · min(1, |ŷ_t| / s) and reports Q_dir of its greedy direction."""
+    base = tiny_config()
+    cfg = dataclasses.replace(base, agent=dataclasses.replace(base.agent, sizing="forecast"))
+    prep = prepare(cfg)
+    data = prep.fold_data(0)
+    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    start = int(prep.folds[0].val[0])
+    state = env.reset(start, start + 10)
+    port = env.portfolio_features(state, data.prices)
+    zeros = jnp.zeros_like(port)
+    train0, train1 = (int(x) for x in data.train)
+    positions = []
+    for seed in range(3):
+        params = init_params(net, observe(data, state.t, port, cfg.features), seed=seed)
+        y_hat = [float(net.apply(params, observe(data, t, zeros, cfg.features)).aux)
+                 for t in range(train0, train1 - 1)]
+        s = float(np.sqrt(np.mean(np.square(y_hat))))
+        np.testing.assert_allclose(float(forecast_scale(net, params, data, cfg)), s, rtol=1e-5)
+        out = net.apply(params, observe(data, state.t, port, cfg.features))
+        d = int(np.argmax(out.q_direction))
+        want = (d - 1) * min(1.0, abs(float(out.aux)) / s)
+        target, aux = greedy_decide(stack([params]), data, cfg)(jax.random.key(0), state, port)
+        np.testing.assert_allclose(float(target), want, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(float(aux.q), float(out.q_direction[d]), rtol=1e-5)
+        positions.append(float(target))
+    assert any(0.0 < abs(p) < 1.0 for p in positions)  # sized off the magnitude grid
 
 
 def test_evaluation_returns_do_not_depend_on_the_learning_reward():

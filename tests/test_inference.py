@@ -231,3 +231,15 @@ def test_a_checkpoint_without_inference_metadata_is_refused(tmp_path):
         load_policy(tmp_path)
     with pytest.raises(InputError, match="option --fold 3"):
         load_policy(tmp_path, 3)
+
+
+def test_a_forecast_sized_run_is_refused_on_new_bars(tmp_path):
+    """Its scale s is fit on the fold's train bars and not stored: refused, not re-fit."""
+    cfg = tiny_config()
+    cfg = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, sizing="forecast"))
+    (tmp_path / "folds.json").write_text(json.dumps({"folds": [{"index": 0}]}))
+    with FoldCheckpoints(tmp_path / "fold_0" / "checkpoints", "fp",
+                         {"config": cfg.to_dict(), "inference": {}}) as ckpt:
+        ckpt.save(0, {"w": np.zeros(2, np.float32)}, 0.1)
+    with pytest.raises(InputError, match="--sizing forecast.*supports --sizing q runs only"):
+        load_policy(tmp_path)

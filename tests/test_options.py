@@ -104,6 +104,12 @@ def test_config_file_errors_name_the_option(argv, needle, tmp_path, monkeypatch)
         parse(*argv)
 
 
+def test_forecast_sizing_with_full_action_backups_is_refused():
+    assert parse("--sizing", "forecast").agent.sizing == "forecast"
+    with pytest.raises(InputError, match="option --sizing='forecast'.*needs --backup taken"):
+        parse("--sizing", "forecast", "--backup", "all")
+
+
 def test_bad_option_is_one_line_with_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         run_parser("prog", "test").parse_args(["--lookback", "many"])

@@ -150,6 +150,28 @@ def test_backup_all_trains_with_finite_metrics(setup):
     np.testing.assert_array_equal(np.asarray(discount_t)[rows, idx] == 0, data.terminated)
 
 
+def test_forecast_sizing_trains_and_holds_positions_off_the_magnitude_grid(setup):
+    """`--sizing forecast` end to end: the random prefill is sized by the forecast (other
+    rewards than the magnitudes' from the same key), two epochs learn with finite metrics, and
+    the greedy validation positions are forecast-sized, not only the magnitudes."""
+    prep, datas, trainer, val_len = setup
+    fc = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, sizing="forecast"))
+    sized = jit_single(make_train(fc, prep.periods_per_year, val_len))
+    key = jax.random.PRNGKey(21)
+    runner = sized.init(key, datas[0])
+    plain = trainer.init(key, datas[0])
+    np.testing.assert_array_equal(runner.replay.data.direction, plain.replay.data.direction)
+    assert not np.allclose(runner.replay.data.reward, plain.replay.data.reward)
+    for _ in range(2):
+        runner, metrics = sized.epoch(runner, datas[0], HP)
+        chex.assert_tree_all_finite((runner.learner, metrics))
+    one = jax.tree.map(lambda x: x[None], runner.learner.params)
+    pos = np.abs(np.asarray(sized.evaluate(one, datas[0], datas[0].val[0], val_len,
+                                           key).position))
+    off_grid = (pos > 0) & ~np.isin(pos, np.asarray(fc.env.magnitudes, np.float32))
+    assert off_grid.mean() > 0.5
+
+
 def test_bagging_weights_each_sample_by_its_members_bag(setup):
     """`--bootstrap-block` larger than the data: the whole train path is one block, so a member
     whose bag drops it learns nothing (zero gradients every update) and one that keeps it
