@@ -266,8 +266,8 @@ class TrainConfig:
                         "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
-    # 184 = the settings looked at to choose the defaults, counted in docs/learning.md.
-    prior_trials: int = option(184, "trials looked at outside this run (e.g. the settings tried "
+    # 208 = the settings looked at to choose the defaults, counted in docs/learning.md.
+    prior_trials: int = option(208, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/learning.md), added to the DSR's "
                                "count of trials")
 
