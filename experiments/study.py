@@ -16,7 +16,12 @@ Per ensemble (fold × setting) it prints:
   (mean of both directions), and beside it `oracle` and `buy_hold`, their Sharpes on the same
   halves (mean of both). On markets whose oracle Sharpe on a half can be near zero (the
   volatility regime's), the ratio is unstable and these differences are what to read.
-  `buy_hold` needs `buy_hold_val_returns.npy`, written by sweeps since 2026-11-30.
+  `buy_hold` needs `buy_hold_val_returns.npy`, written by sweeps since 2026-11-30;
+  `ridge` (the ridge baseline on the same halves) needs `ridge_val_returns.npy`;
+- `ic`: the information coefficient of the agent's forecast on validation (the aux head's,
+  `forecast_ic` in summary.json) at the best validation epoch among the first E (largest cut;
+  sweeps of one setting only), and `ridge_ic`, ridge's (`ridge_val_ic.npy`, since
+  2026-12-01).
 
 and the means over every ensemble of every RUN_DIR given, which is what a study's rule reads.
 
@@ -49,8 +54,13 @@ def study_rows(run_dir: Path, cuts: list[int], ppy: float) -> list[dict]:
     except OSError as err:
         raise InputError(f"{run_dir}: not a finished sweep on a synthetic market ({err})") from None
     returns = val["val_returns"]  # [epoch, ensemble, bar]
-    hold_path = run_dir / "buy_hold_val_returns.npy"
-    buy_hold = np.load(hold_path) if hold_path.exists() else None
+    buy_hold, ridge, ridge_ic = (np.load(run_dir / name) if (run_dir / name).exists() else None
+                                 for name in ("buy_hold_val_returns.npy", "ridge_val_returns.npy",
+                                              "ridge_val_ic.npy"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    # per-epoch diagnostics are the fold's best ensemble's: an ensemble's own with one setting
+    epochs = ({f["fold"]: f["epochs"] for f in summary.get("folds", [])}
+              if len(summary.get("settings", [])) == 1 else None)
     rows = []
     for g, (fold, setting) in enumerate(zip(val["fold"], val["setting"], strict=True)):
         curve = np.array([float(sharpe(r, ppy)) for r in returns[:, g]])
@@ -63,6 +73,12 @@ def study_rows(run_dir: Path, cuts: list[int], ppy: float) -> list[dict]:
                 row[f"sharpe@{cut}"] = halves_sharpe(returns[:cut, g], ppy)
         row["oracle"] = halves_sharpe(oracle[fold][None], ppy)
         row["buy_hold"] = None if buy_hold is None else halves_sharpe(buy_hold[fold][None], ppy)
+        row["ridge"] = None if ridge is None else halves_sharpe(ridge[fold][None], ppy)
+        first = [] if epochs is None else epochs.get(int(fold), [])[:max(cuts)]
+        ics = [e.get("forecast_ic") for e in first]
+        row["ic"] = (None if not ics or ics[0] is None else
+                     float(ics[int(np.argmax([e["val_sharpe"] for e in first]))]))
+        row["ridge_ic"] = None if ridge_ic is None else float(ridge_ic[fold])
         rows.append(row)
     return rows
 
@@ -136,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     keys = ([f"split@{c}" for c in cuts] + ["last_over_best"] + [f"sharpe@{c}" for c in cuts]
-            + ["oracle", "buy_hold"])
+            + ["oracle", "buy_hold", "ridge", "ic", "ridge_ic"])
     for r in rows:
         print(f"{r['run']:<40} fold {r['fold']} setting {r['setting']}  " + "  ".join(
             f"{k} {r[k]:.2f}" if r.get(k) is not None else f"{k} n/a" for k in keys))

@@ -9,8 +9,9 @@ the validation Sharpe of every fold at the main job's selection (the best epoch 
 setting's ensemble) and their mean, and writes them as JSON. The run directory keeps the
 validation records (`summary.json`), every ensemble's per-bar validation returns
 (`validation_returns.npz`, [epoch, ensemble, bar]), buy-and-hold's per fold
-(`buy_hold_val_returns.npy`, [fold, bar]) and, on synthetic markets, the oracle's
-(`oracle_val_returns.npy`); `experiments.study` reads them.
+(`buy_hold_val_returns.npy`, [fold, bar]), ridge's (`ridge_val_returns.npy`, and its
+forecast's information coefficient per fold, `ridge_val_ic.npy`) and, on synthetic markets,
+the oracle's (`oracle_val_returns.npy`); `experiments.study` reads them.
 
 The best validation Sharpe is biased upward by the choice of epoch. On the planted-signal
 market the sweep therefore also prints a split-half figure per setting that is not: the epoch
@@ -29,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from experiments.multi_fold import build_parser, config_from_args, enable_compilation_cache
@@ -47,6 +49,24 @@ def position_val_returns(position: np.ndarray, cfg, prep) -> list[np.ndarray]:
     folds = [prep.fold_data(k) for k in range(len(prep.folds))]
     return [np.asarray(oracle_rollout(position, d, d.val[0], prep.val_steps, cfg).returns,
                        np.float64)[:prep.val_len] for d in folds]
+
+
+def ridge_val(cfg, prep) -> tuple[list[np.ndarray], list[float]]:
+    """The ridge baseline on each fold's validation block (fit on train, its penalty chosen on
+    the same validation block, as in every run's scoring): per-bar returns and the
+    information coefficient of its forecast (`run_state.forecast_ic`), beside the agent's."""
+    from rl_trader.evaluate import decision_targets, fit_ridge, ridge_decide, rollout
+    from rl_trader.run_state import forecast_ic
+
+    returns, ics = [], []
+    for k in range(len(prep.folds)):
+        d = prep.fold_data(k)
+        r = rollout(ridge_decide(fit_ridge(d, prep.val_steps, cfg), d, cfg), d, d.val[0],
+                    prep.val_steps, cfg, jax.random.PRNGKey(0))
+        returns.append(np.asarray(r.returns, np.float64)[:prep.val_len])
+        ics.append(forecast_ic(np.asarray(r.forecast)[:prep.val_len],
+                               decision_targets(d.aux_target, int(d.val[0]), prep.val_len)))
+    return returns, ics
 
 
 def oracle_val_returns(cfg, prep) -> list[np.ndarray] | None:
@@ -134,6 +154,12 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
               [float(sharpe(r, prep.periods_per_year)) for r in oracle_returns])
     np.save(run_dir / "buy_hold_val_returns.npy",  # the baseline every market has
             np.stack(position_val_returns(np.ones(len(prep.bars.close)), cfg, prep)))
+    ridge_returns, ridge_ics = ridge_val(cfg, prep)
+    np.save(run_dir / "ridge_val_returns.npy", np.stack(ridge_returns))
+    np.save(run_dir / "ridge_val_ic.npy", np.asarray(ridge_ics))
+    print("ridge val Sharpe by fold: " + " ".join(
+        f"{float(sharpe(r, prep.periods_per_year)):+.2f}" for r in ridge_returns)
+        + "; forecast IC " + " ".join(f"{x:+.3f}" for x in ridge_ics))
     if oracle is not None:
         print("oracle val Sharpe by fold: " + " ".join(f"{x:+.2f}" for x in oracle))
         np.save(run_dir / "oracle_val_returns.npy", np.stack(oracle_returns))

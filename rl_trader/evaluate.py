@@ -14,6 +14,7 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from rl_trader import env
@@ -31,6 +32,8 @@ class Aux:
     market_weights: jax.Array  # [F] VSN selection weights
     portfolio_weights: jax.Array  # [P]
     q: jax.Array  # scalar: the agent's Q of its greedy action (reward units × reward_scale)
+    forecast: jax.Array  # scalar: the forecast ŷ_t of the next-bar return (normalised like
+    # `FoldData.aux_target`): the agent's aux head (ensemble mean), ridge's fit; 0 for the rest
 
 
 # decide(key, state, portfolio features [P]) -> (target fraction, Aux)
@@ -49,6 +52,7 @@ class Rollout:
     market_weights: jax.Array  # [S, F] VSN weights (zeros for baselines)
     portfolio_weights: jax.Array  # [S, P]
     q: jax.Array  # the agent's Q of its greedy action at the decision (0 for baselines)
+    forecast: jax.Array  # ŷ of the next-bar return at the decision (`Aux.forecast`)
     reward: jax.Array  # the learning reward of the step × reward_scale (Q's units)
 
 
@@ -65,10 +69,17 @@ def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: 
         return new, Rollout(returns=jnp.expm1(out.log_growth), position=target, cost=out.cost,
                             turnover=out.turnover, market_weights=aux.market_weights,
                             portfolio_weights=aux.portfolio_weights, q=aux.q,
+                            forecast=aux.forecast,
                             reward=out.reward * cfg.agent.reward_scale)
 
     _, result = jax.lax.scan(body, state, jax.random.split(key, length))
     return result
+
+
+def decision_targets(aux_target, start: int, length: int) -> np.ndarray:
+    """What each decision of `rollout(…, start, length)` forecasts: the next-bar target
+    `aux_target` [T] of its bar, start − 1 … start + length − 2 ([length], host)."""
+    return np.asarray(aux_target)[start - 1:start - 1 + length]
 
 
 def forecast_scale(net: QNetwork, params, data: FoldData, cfg: RunConfig) -> jax.Array:
@@ -107,15 +118,16 @@ def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
         q_greedy = jnp.where(mag_active, 0.5 * (q_dir + q_mag), q_dir)
         return targets.mean(), Aux(market_weights=q.market_weights.mean(0),
                                    portfolio_weights=q.portfolio_weights.mean(0),
-                                   q=q_greedy.mean())
+                                   q=q_greedy.mean(), forecast=q.aux.mean())
 
     return decide
 
 
 def _no_weights(data: FoldData, cfg: RunConfig) -> Aux:
-    """The `Aux` of a baseline: no VSN weights, no Q."""
+    """The `Aux` of a baseline: no VSN weights, no Q, no forecast."""
     return Aux(market_weights=jnp.zeros(data.features.shape[1]),
-               portfolio_weights=jnp.zeros(len(env.PORTFOLIO_NAMES)), q=jnp.float32(0.0))
+               portfolio_weights=jnp.zeros(len(env.PORTFOLIO_NAMES)), q=jnp.float32(0.0),
+               forecast=jnp.float32(0.0))
 
 
 def constant_decide(fraction: float, data: FoldData, cfg: RunConfig) -> Decide:
@@ -183,12 +195,13 @@ class RidgeFit:
 def ridge_decide(fit: RidgeFit, data: FoldData, cfg: RunConfig) -> Decide:
     """Position clip(ŷ_t / s, −1, 1): sized in proportion to the forecast (mean-variance sizing
     for a linear forecast at constant risk; a near-zero forecast trades little, unlike its sign),
-    a forecast of typical size s is a full position, and never beyond 1× equity."""
+    a forecast of typical size s is a full position, and never beyond 1× equity. Reports ŷ_t
+    as its forecast."""
     aux = _no_weights(data, cfg)
 
     def decide(key, state, port):
         y_hat = data.features[state.t] @ fit.beta + fit.intercept
-        return jnp.clip(y_hat / fit.scale, -1.0, 1.0), aux
+        return jnp.clip(y_hat / fit.scale, -1.0, 1.0), aux.replace(forecast=y_hat)
 
     return decide
 

@@ -42,6 +42,7 @@ from rl_trader.devices import (
     to_host,
 )
 from rl_trader.errors import InputError
+from rl_trader.evaluate import decision_targets
 from rl_trader.fold_data import fold_inference_metadata
 from rl_trader.folds import format_folds
 from rl_trader.metrics import sharpe_of
@@ -55,6 +56,7 @@ from rl_trader.run_state import (
     diagnostics_of,
     discounted_returns,
     fold_records,
+    forecast_ic,
     horizon,
 )
 from rl_trader.rundir import RunLock, fault_point, open_run_dir, write_json
@@ -319,8 +321,9 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
 def _diagnose(run: Run, d: Diagnostics, epoch: int, acting, val) -> None:
     """Fill epoch `epoch` of the learning diagnostics (`run_state.Diagnostics`) in place: the
     greedy Sharpe on the end of each fold's train segment, Q against the realised discounted
-    reward on validation, the validation positions. `val`: the validation rollouts on the
-    host, trimmed to the validation length."""
+    reward on validation, the validation positions, the forecast's information coefficient
+    there. `val`: the validation rollouts on the host, trimmed to the validation length
+    (decisions at bars val₀ − 1 …, each forecasting the target `aux_target` of its bar)."""
     prep, c = run.prep, run.cohort
     probe = min(prep.val_len, min(f.train[1] - f.train[0] for f in prep.folds))
     train = c.pop.evaluate(acting, c.val_data, c.val_data.train[:, 1] - probe, prep.val_steps,
@@ -334,6 +337,8 @@ def _diagnose(run: Run, d: Diagnostics, epoch: int, acting, val) -> None:
         fits = max(1, prep.val_len - horizon(float(gamma[g])))  # bars whose horizon fits
         d.q_greedy[epoch, g] = q[g, :fits].mean()
         d.realised[epoch, g] = realised[g, :fits].mean()
+        d.forecast_ic[epoch, g] = forecast_ic(val.forecast[g], decision_targets(
+            c.val_data.aux_target[g], int(c.val_data.val[g, 0]), prep.val_len))
     d.positions[epoch] = val.position
 
 

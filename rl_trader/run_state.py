@@ -34,17 +34,21 @@ class Diagnostics:
     positions: the greedy (ensemble-mean) position at every validation bar, from which the
     churn (fraction of bars whose position changed since the last epoch) and the magnitude
     distribution are derived.
+    forecast_ic: on validation, the correlation of the aux head's forecast (ensemble mean) with
+    the next-bar return it predicts (`forecast_ic`), the forecast's information coefficient.
     """
 
     train_sharpe: np.ndarray  # [E, G]
     q_greedy: np.ndarray  # [E, G]
     realised: np.ndarray  # [E, G]
     positions: np.ndarray  # float32 [E, G, V]
+    forecast_ic: np.ndarray  # [E, G]
 
     @staticmethod
     def zeros(n_epochs: int, n_groups: int, n_bars: int) -> Diagnostics:
         z = np.zeros((n_epochs, n_groups))
         return Diagnostics(train_sharpe=z, q_greedy=z.copy(), realised=z.copy(),
+                           forecast_ic=z.copy(),
                            positions=np.zeros((n_epochs, n_groups, n_bars), np.float32))
 
 
@@ -57,6 +61,15 @@ def discounted_returns(rewards: np.ndarray, gamma: np.ndarray) -> np.ndarray:
         acc = rewards[:, t] + gamma * acc
         out[:, t] = acc
     return out
+
+
+def forecast_ic(forecast: np.ndarray, target: np.ndarray) -> float:
+    """Pearson correlation of a forecast with its realised target, both [V]; NaN when either
+    is constant (e.g. a baseline without a forecast)."""
+    f, y = np.asarray(forecast, np.float64), np.asarray(target, np.float64)
+    if f.std() == 0 or y.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(f, y)[0, 1])
 
 
 def horizon(gamma: float) -> int:
@@ -150,4 +163,5 @@ def diagnostics_of(d: Diagnostics, epoch: int, g: int) -> dict:
     return {"train_sharpe": float(d.train_sharpe[epoch, g]),
             "q_greedy": float(d.q_greedy[epoch, g]), "realised_return": float(d.realised[epoch, g]),
             "overestimation": float(d.q_greedy[epoch, g] - d.realised[epoch, g]),
-            "churn": churn, "magnitude_fractions": magnitude_fractions(d.positions[epoch, g])}
+            "churn": churn, "magnitude_fractions": magnitude_fractions(d.positions[epoch, g]),
+            "forecast_ic": float(d.forecast_ic[epoch, g])}

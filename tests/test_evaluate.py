@@ -13,6 +13,7 @@ from rl_trader.evaluate import (
     RIDGE_ALPHAS,
     VOL_WINDOW,
     baseline_rollouts,
+    decision_targets,
     fit_ridge,
     forecast_scale,
     greedy_decide,
@@ -28,6 +29,7 @@ from rl_trader.metrics import sharpe
 from rl_trader.networks import QNetwork
 from rl_trader.population import stack
 from rl_trader.prepare import prepare
+from rl_trader.run_state import forecast_ic
 
 
 def test_ensemble_position_is_the_mean_of_its_members_targets():
@@ -50,6 +52,9 @@ def test_ensemble_position_is_the_mean_of_its_members_targets():
     alone = [decide([p]) for p in members]
     assert len({a[0] for a in alone}) > 1  # the members disagree, so the mean is a test
     target, w_m, w_p, q = decide(members)
+    forecasts = [float(net.apply(p, obs).aux) for p in members]
+    _, aux = greedy_decide(stack(members), data, cfg)(key, state, port)
+    np.testing.assert_allclose(float(aux.forecast), np.mean(forecasts), rtol=1e-5)
     np.testing.assert_allclose(target, np.mean([a[0] for a in alone]), rtol=1e-6)
     np.testing.assert_allclose(w_m, np.mean([a[1] for a in alone], 0), rtol=1e-5)
     np.testing.assert_allclose(w_p, np.mean([a[2] for a in alone], 0), rtol=1e-5)
@@ -162,6 +167,15 @@ def test_ridge_recovers_a_planted_signal_and_both_stay_within_one_equity():
     runs = baseline_rollouts(data, data.test[0], test_len, cfg, jax.random.split(
         jax.random.key(0), 2), val_len)
     assert float(sharpe(runs["ridge"].returns, 252.0)) > 1.0
+    # ridge reports its forecast ŷ_t = x_tᵀβ + b of each decision bar; it predicts the target
+    bars = np.arange(int(data.test[0]) - 1, int(data.test[0]) - 1 + test_len)
+    np.testing.assert_allclose(runs["ridge"].forecast, np.asarray(data.features)[bars]
+                               @ np.asarray(fit.beta) + float(fit.intercept), rtol=1e-4,
+                               atol=1e-6)
+    target = decision_targets(data.aux_target, int(data.test[0]), test_len)
+    np.testing.assert_array_equal(target, np.asarray(data.aux_target)[bars])
+    assert forecast_ic(runs["ridge"].forecast, target) > 0.1
+    assert np.all(np.asarray(runs["vol_target"].forecast) == 0)  # no forecast
     for name in ("ridge", "vol_target"):
         pos = np.asarray(runs[name].position)
         assert np.abs(pos).max() <= 1.0 and np.abs(pos).max() > 0

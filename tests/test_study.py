@@ -17,9 +17,14 @@ def _fake_sweep(run, rng):
     val = drift + rng.normal(0.0, 0.01, (6, 2, 200))
     np.savez(run / "validation_returns.npz", val_returns=val, fold=[0, 1], setting=[0, 0])
     np.save(run / "oracle_val_returns.npy", 2e-3 + rng.normal(0.0, 0.01, (2, 200)))
+    curves = [[float(sharpe(r, 252.0)) for r in val[:, g]] for g in range(2)]
     (run / "summary.json").write_text(json.dumps(
         {"periods_per_year": 252.0, "config": {"data": {"path": "synthetic:ar1:500:1"},
-                                               "seed": 0}}))
+                                               "seed": 0},
+         "settings": [{}],
+         "folds": [{"fold": g, "epochs": [{"val_sharpe": v, "forecast_ic": 0.01 * e + g}
+                                          for e, v in enumerate(curves[g])]}
+                   for g in range(2)]}))
     return val
 
 
@@ -43,10 +48,20 @@ def test_rows_cut_the_epochs_and_measure_collapse(tmp_path):
         np.testing.assert_allclose(row["oracle"], (sharpe(oracle[g, a], 252.0)
                                                    + sharpe(oracle[g, b], 252.0)) / 2)
         assert row["buy_hold"] is None  # an older sweep without buy-and-hold returns
+        assert row["ridge"] is None and row["ridge_ic"] is None
+        # the forecast's IC at the epoch best on validation among the first 9 (all 6)
+        np.testing.assert_allclose(row["ic"], 0.01 * int(np.argmax(curve)) + g)
     np.save(run / "buy_hold_val_returns.npy", oracle[::-1])
+    np.save(run / "ridge_val_returns.npy", oracle)
+    np.save(run / "ridge_val_ic.npy", np.array([0.05, 0.07]))
     rows = study_rows(run, [3], 252.0)
     np.testing.assert_allclose([r["buy_hold"] for r in rows], [rows[1]["oracle"],
                                                                rows[0]["oracle"]])
+    np.testing.assert_allclose([r["ridge"] for r in rows], [r["oracle"] for r in rows])
+    assert [r["ridge_ic"] for r in rows] == [0.05, 0.07]
+    # with E = 3 only the first 3 epochs are candidates
+    curve = [float(sharpe(r, 252.0)) for r in val[:3, 0]]
+    np.testing.assert_allclose(rows[0]["ic"], 0.01 * int(np.argmax(curve)))
 
 
 def test_main_prints_means_and_refuses_a_directory_that_is_no_sweep(tmp_path, capsys):
@@ -55,7 +70,7 @@ def test_main_prints_means_and_refuses_a_directory_that_is_no_sweep(tmp_path, ca
     assert main([str(tmp_path / "a"), "--cuts", "3,6", "--out", str(out)]) == 0
     means = json.loads(out.read_text())["means"]
     assert set(means) == {"split@3", "split@6", "last_over_best", "sharpe@3", "sharpe@6",
-                          "oracle", "buy_hold"}
+                          "oracle", "buy_hold", "ridge", "ic", "ridge_ic"}
     assert "mean over ensembles" in capsys.readouterr().out
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "summary.json").write_text(json.dumps({"periods_per_year": 252.0}))

@@ -37,6 +37,12 @@ def test_sweep_reports_validation_only(tmp_path, capsys):
     assert hold.shape == np.load(run / "oracle_val_returns.npy").shape == (
         2, val["val_returns"].shape[-1])
     assert np.isfinite(hold).all() and np.abs(hold).sum() > 0
+    ridge, ridge_ic = np.load(run / "ridge_val_returns.npy"), np.load(run / "ridge_val_ic.npy")
+    assert ridge.shape == hold.shape and np.isfinite(ridge).all()
+    assert ridge_ic.shape == (2,) and np.all(np.abs(ridge_ic) <= 1)
+    assert "ridge val Sharpe by fold" in out
+    for fold in summary["folds"]:  # the agent's forecast IC, every epoch
+        assert all(-1 <= e["forecast_ic"] <= 1 for e in fold["epochs"])
 
 
 def test_split_half_ratio_chooses_on_one_half_and_scores_on_the_other():

@@ -1,0 +1,27 @@
+"""Learning diagnostics computed from the validation rollouts."""
+
+import numpy as np
+
+from rl_trader.run_state import discounted_returns, forecast_ic, horizon, magnitude_fractions
+
+
+def test_forecast_ic_is_the_pearson_correlation_and_nan_without_a_forecast():
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=500)
+    f = 0.3 * y + rng.normal(size=500)
+    fc, yc = f - f.mean(), y - y.mean()
+    want = (fc @ yc) / np.sqrt((fc @ fc) * (yc @ yc))
+    np.testing.assert_allclose(forecast_ic(f, y), want, rtol=1e-12)
+    assert forecast_ic(-f, y) == -forecast_ic(f, y)
+    assert np.isnan(forecast_ic(np.zeros(500), y))  # a baseline's zero forecast
+
+
+def test_discounted_returns_and_horizon_by_hand():
+    g = discounted_returns(np.array([[1.0, 2.0, 4.0]]), np.array([0.5]))
+    np.testing.assert_allclose(g, [[1 + 0.5 * 2 + 0.25 * 4, 2 + 0.5 * 4, 4.0]])
+    assert horizon(0.0) == 1 and horizon(0.5) == 7  # 0.5^7 < 0.01 ≤ 0.5^6
+
+
+def test_magnitude_fractions_bin_the_absolute_positions():
+    got = magnitude_fractions(np.array([0.0, -0.2, 0.25, 0.3, -0.75, 1.0, 0.9, 0.0]))
+    np.testing.assert_allclose(got, [0.25, 0.25, 0.125, 0.125, 0.25])
