@@ -60,10 +60,13 @@ def fingerprint(params: Any, net_cfg: NetConfig, n_magnitudes: int) -> str:
 
     Independent of the parameter values (abstract `jax.eval_shape` trees work too); changes with
     any leaf's path, shape or dtype, any `NetConfig` field but the matmul precision (the
-    params are float32 in every case) or the number of magnitudes.
+    params are float32 in every case) and `linear_path` (its leaf is hashed; left out of the
+    config part, runs saved before it existed keep their fingerprint), or the number of
+    magnitudes.
     """
     leaves = sorted((k, list(v.shape), str(np.dtype(v.dtype))) for k, v in _flat(params).items())
-    net = {k: v for k, v in dataclasses.asdict(net_cfg).items() if k != "precision"}
+    net = {k: v for k, v in dataclasses.asdict(net_cfg).items()
+           if k not in ("precision", "linear_path")}
     blob = json.dumps({"leaves": leaves, "net": net,
                        "n_magnitudes": int(n_magnitudes)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -149,6 +149,9 @@ class NetConfig:
     hidden: int = option(32, "per-variable embedding and VSN width")
     trunk: int = option(64, "trunk GRN width")
     context: int = option(32, "width of the look-back context vector")
+    linear_path: bool = option(
+        False, "add a linear function of the market row x_t to every head (aux forecast and "
+        "each branch's advantages), beside the network: the model ridge fits, learnt jointly")
     # Parameters, optimiser state and the loss stay float32 in every case.
     precision: str = option(
         "tf32", "matmul precision: tf32 (the backend default: TF32 tensor cores on NVIDIA "

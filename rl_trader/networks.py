@@ -5,6 +5,11 @@
     VSN(x, c) = Σ_v w_v · GRN_v(x_v),   w = softmax(GRN(flatten[GRN_v(x_v)]_v, c))
     Q_b(s, a) = V(s) + A_b(s, a) − mean_a' A_b(s, a')      for each branch b (BDQ)
 
+With `NetConfig.linear_path` a linear function of the market row x_t is added to the aux
+forecast and to each branch's advantages, A_b += L_b x_t and ŷ += l x_t (one zero-initialised
+Dense layer "linear", weight-decayed like every kernel): the network starts as without it and
+can learn the linear next-bar relation a ridge regression fits, beside its nonlinear part.
+
 Inputs (leading batch axes allowed): market variables [..., F] at bar t, the look-back window
 [..., L, F] (bars t−L+1 … t), portfolio variables [..., P]. The look-back window is summarised
 into a context vector that conditions the market VSN, the trunk and the auxiliary head.
@@ -171,6 +176,13 @@ class QNetwork(nn.Module):
         adv_dir = dense(3, "adv_direction", trunk)
         adv_mag = dense(self.n_magnitudes, "adv_magnitude", trunk)
         aux = dense(1, "aux", jnp.concatenate([market, context], -1))[..., 0]
+        if cfg.linear_path:
+            lin = nn.Dense(4 + self.n_magnitudes, dtype=dtype, precision=prec,
+                           kernel_init=nn.initializers.zeros, name="linear")(
+                obs.market).astype(jnp.float32)  # [..., 1 + 3 + M]
+            aux = aux + lin[..., 0]
+            adv_dir = adv_dir + lin[..., 1:4]
+            adv_mag = adv_mag + lin[..., 4:]
         return QOut(
             q_direction=value + adv_dir - adv_dir.mean(-1, keepdims=True),
             q_magnitude=value + adv_mag - adv_mag.mean(-1, keepdims=True),

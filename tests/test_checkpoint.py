@@ -1,5 +1,6 @@
 """Fold checkpoints: best/latest retention, exact round trip, metadata, fingerprint, export."""
 
+import dataclasses
 import functools
 import gc
 import math
@@ -133,6 +134,11 @@ def test_fingerprint_stable_and_architecture_sensitive(tmp_path, state0):
     assert fingerprint(state0.params, NET, N_MAG + 1) != a
     half = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, jnp.float16), other_params)
     assert fingerprint(half, wider, N_MAG) != c
+    # a linear path adds its leaf, so its params' fingerprint differs; without it, the value
+    # the fingerprint had before the field existed (a hash of the config without it)
+    linear = dataclasses.replace(NET, linear_path=True)
+    assert fingerprint(abstract_params(linear), linear, N_MAG) != a
+    assert a == "8e6cebceca32edea"  # computed before `linear_path` existed
     with FoldCheckpoints(tmp_path / "f", a, META) as ckpt:
         ckpt.save(0, state0, 0.5)
     template = jax.eval_shape(lambda p: init_train_state(p, AgentConfig()), other_params)

@@ -126,6 +126,37 @@ def test_parameter_count_is_exactly_the_documented_architecture(cfg, m, expected
     assert expected is None or n == expected
 
 
+def test_linear_path_adds_a_linear_function_of_the_market_row_to_every_head():
+    """`linear_path`: zero-initialised it is the plain network (same params otherwise); with
+    kernel K [F, 4 + M] and bias b, ŷ gains (xK + b)₀ and each branch's Q its advantages'
+    share of (xK + b) minus their mean (the dueling centring); V and the VSNs are unchanged."""
+    import dataclasses
+
+    obs = make_obs(3, (5,))
+    plain = QNetwork(SMALL, M)
+    lin_net = QNetwork(dataclasses.replace(SMALL, linear_path=True), M)
+    params = init_params(plain, obs)
+    lin_params = jax.eval_shape(lin_net.init, jax.random.key(0), obs)["params"]["linear"]
+    assert lin_params["kernel"].shape == (obs.market.shape[-1], 4 + M)
+    zero = {"params": {**params["params"],
+                       "linear": jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), lin_params)}}
+    chex.assert_trees_all_close(lin_net.apply(zero, obs), plain.apply(params, obs))
+    assert jax.tree.structure(lin_net.init(jax.random.key(0), obs)) == jax.tree.structure(zero)
+    rng = np.random.default_rng(0)
+    k = rng.normal(size=lin_params["kernel"].shape).astype(np.float32)
+    b = rng.normal(size=lin_params["bias"].shape).astype(np.float32)
+    some = {"params": {**params["params"], "linear": {"kernel": jnp.asarray(k),
+                                                       "bias": jnp.asarray(b)}}}
+    base, out = plain.apply(params, obs), lin_net.apply(some, obs)
+    extra = np.asarray(obs.market) @ k + b  # [5, 4 + M]
+    np.testing.assert_allclose(out.aux - base.aux, extra[:, 0], rtol=1e-4, atol=1e-5)
+    for got, want, cols in ((out.q_direction, base.q_direction, slice(1, 4)),
+                            (out.q_magnitude, base.q_magnitude, slice(4, None))):
+        shift = extra[:, cols] - extra[:, cols].mean(-1, keepdims=True)
+        np.testing.assert_allclose(got - want, shift, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.market_weights, base.market_weights, rtol=1e-6)
+
+
 # --- building blocks ------------------------------------------------------------------------
 
 
