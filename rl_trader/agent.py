@@ -323,20 +323,31 @@ def apply_loss(state: TrainState, loss_fn, cfg: AgentConfig,
                       opt_state=opt_state, step=state.step + 1), info
 
 
+def outputs_tm1(apply_fn, params: chex.ArrayTree, obs_tm1: Obs,
+                obs_tm1_aux: Obs | None) -> QOut:
+    """The online outputs at t − 1 that the loss differentiates: every head on `obs_tm1`, and
+    the aux forecast on `obs_tm1_aux` instead when given (`AgentConfig.aux_inputs = "clean"`:
+    the forecast is fit on observations without the input noise; only the market part and
+    the aux head are evaluated twice, the rest of the second pass is unused)."""
+    out = apply_fn(params, obs_tm1)
+    return out if obs_tm1_aux is None else out.replace(aux=apply_fn(params, obs_tm1_aux).aux)
+
+
 def update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, a_dir_tm1: jax.Array,
            a_mag_tm1: jax.Array, r_t: jax.Array, discount_t: jax.Array,
            aux_target_tm1: jax.Array, cfg: AgentConfig, hp: HParams,
-           weight_tm1: jax.Array | None = None,
-           train_apply_fn=None) -> tuple[TrainState, LossInfo]:
+           weight_tm1: jax.Array | None = None, train_apply_fn=None,
+           obs_tm1_aux: Obs | None = None) -> tuple[TrainState, LossInfo]:
     """One gradient step on a batch of taken (n-step) transitions (`q_loss`).
 
     `train_apply_fn` (default `apply_fn`) computes the online outputs at t − 1 that the
-    gradient flows through (e.g. with dropout); the targets use `apply_fn`."""
+    gradient flows through (e.g. with dropout); the targets use `apply_fn`. `obs_tm1_aux`:
+    see `outputs_tm1`."""
     out_t_target = apply_fn(state.target_params, obs_t)
     out_t_online = jax.lax.stop_gradient(apply_fn(state.params, obs_t))
 
     def loss_fn(params):
-        out_tm1 = (train_apply_fn or apply_fn)(params, obs_tm1)
+        out_tm1 = outputs_tm1(train_apply_fn or apply_fn, params, obs_tm1, obs_tm1_aux)
         return q_loss(out_tm1, out_t_online, out_t_target, a_dir_tm1, a_mag_tm1, r_t,
                       discount_t, aux_target_tm1, cfg, hp.aux_weight, weight_tm1)
 
@@ -346,15 +357,16 @@ def update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, a_dir_tm1: jax
 def full_action_update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, r_t: jax.Array,
                        discount_t: jax.Array, aux_target_tm1: jax.Array, cfg: AgentConfig,
                        hp: HParams, weight_tm1: jax.Array | None = None,
-                       train_apply_fn=None) -> tuple[TrainState, LossInfo]:
+                       train_apply_fn=None,
+                       obs_tm1_aux: Obs | None = None) -> tuple[TrainState, LossInfo]:
     """One gradient step on a batch of full-action backups (`full_action_loss`): obs_t holds
     the K next portfolios [B, K, P] of each sample; r_t, discount_t [B, K]. `train_apply_fn`
-    as in `update`."""
+    and `obs_tm1_aux` as in `update`."""
     out_t_target = apply_positions(apply_fn, state.target_params, obs_t)
     out_t_online = jax.lax.stop_gradient(apply_positions(apply_fn, state.params, obs_t))
 
     def loss_fn(params):
-        out_tm1 = (train_apply_fn or apply_fn)(params, obs_tm1)
+        out_tm1 = outputs_tm1(train_apply_fn or apply_fn, params, obs_tm1, obs_tm1_aux)
         return full_action_loss(out_tm1, out_t_online, out_t_target, r_t, discount_t,
                                 aux_target_tm1, cfg, hp.aux_weight, weight_tm1)
 

@@ -178,8 +178,9 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         b = replay.sample(runner.replay, k_sample, acfg.batch_size, acfg.n_step, hp.gamma)
         bar_tm1 = b.state_tm1.t
         port_tm1 = batch_portfolio(b.state_tm1, fold.prices)
-        obs_tm1 = add_noise(k_noise, batch_observe(fold, bar_tm1, port_tm1),
-                            hp.obs_noise)
+        clean_tm1 = batch_observe(fold, bar_tm1, port_tm1)
+        obs_tm1 = add_noise(k_noise, clean_tm1, hp.obs_noise)
+        aux_obs = clean_tm1 if acfg.aux_inputs == "clean" else None
         weight = (agent.bootstrap_weight(runner.bag_key, bar_tm1, acfg.bootstrap_block)
                   if acfg.bootstrap_block else None)
         train_apply = None if acfg.dropout == 0.0 else partial(
@@ -192,13 +193,13 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
             obs_t = batch_observe(fold, bar_tm1 + 1, port_t)  # one market row each
             learner, info = agent.full_action_update(runner.learner, net.apply, obs_tm1, obs_t,
                                                      r_t, discount_t, fold.aux_target[bar_tm1],
-                                                     acfg, hp, weight, train_apply)
+                                                     acfg, hp, weight, train_apply, aux_obs)
         else:
             obs_t = batch_observe(fold, b.bar_t, b.portfolio_t)
             learner, info = agent.update(runner.learner, net.apply, obs_tm1, obs_t,
                                          b.direction_tm1, b.magnitude_tm1, b.return_t,
                                          b.discount_t, fold.aux_target[bar_tm1], acfg, hp,
-                                         weight, train_apply)
+                                         weight, train_apply, aux_obs)
         return runner.replace(learner=learner, key=key), info
 
     def epoch(runner: Runner, fold: FoldData,

@@ -273,6 +273,29 @@ def test_forecast_sized_loss_gives_the_magnitude_head_no_gradient(qnet):
     assert float(jnp.abs(head_grad("q")).sum()) > 0
 
 
+def test_aux_inputs_clean_fits_the_forecast_on_the_clean_observation(qnet):
+    """`obs_tm1_aux`: the aux loss is the MSE of the forecast on those observations, the TD
+    part is the one on `obs_tm1` (same loss as `q_loss` with the aux swapped in)."""
+    net, params, _ = qnet
+    obs_tm1, obs_t, a_dir, a_mag, r, disc, y = make_batch(9)
+    clean = make_obs(10, (B,))
+    state = agent.init_train_state(params, CFG)
+    hp = agent.HParams.from_config(CFG)
+    _, info = jax.jit(lambda s: agent.update(s, net.apply, obs_tm1, obs_t, a_dir, a_mag, r,
+                                             disc, y, CFG, hp, obs_tm1_aux=clean))(state)
+    _, plain = jax.jit(lambda s: agent.update(s, net.apply, obs_tm1, obs_t, a_dir, a_mag, r,
+                                              disc, y, CFG, hp))(state)
+    want = np.mean((np.asarray(net.apply(params, clean).aux) - np.asarray(y)) ** 2)
+    np.testing.assert_allclose(info.aux_loss, want, rtol=1e-5)
+    np.testing.assert_allclose(info.td_abs, plain.td_abs, rtol=1e-6)
+    assert abs(float(info.aux_loss) - float(plain.aux_loss)) > 1e-3
+    out = net.apply(params, obs_tm1)
+    want_loss, _ = agent.q_loss(out.replace(aux=net.apply(params, clean).aux),
+                                net.apply(params, obs_t), net.apply(params, obs_t), a_dir, a_mag,
+                                r, disc, y, CFG, CFG.aux_weight)
+    np.testing.assert_allclose(info.loss, want_loss, rtol=1e-5)
+
+
 def test_position_target_by_hand():
     d = jnp.asarray([0, 1, 2, 2, 0], jnp.int32)
     m = jnp.asarray([0, 1, 1, 0, 1], jnp.int32)
