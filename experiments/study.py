@@ -29,7 +29,8 @@ and the means over every ensemble of every RUN_DIR given, which is what a study'
 run seed, fold and setting, and prints the paired difference of the gap to buy-and-hold at the
 largest cut E, Δ = (sharpe@E − buy_hold) − (sharpe@E − buy_hold)_ref: its mean, its standard
 error s/√n, the mean in standard errors, and in how many pairs it is > 0 (the rules of
-docs/learning.md read these).
+docs/learning.md read these); the same for the forecast's `ic` where both have it. Where the
+rows have `ic` and `ridge_ic`, the paired `ic − ridge_ic` is printed too.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import numpy as np
 from experiments.sweep import split_half_picks, split_half_ratio
 from rl_trader.errors import InputError
 from rl_trader.metrics import sharpe
+from rl_trader.selection import best_of
 
 
 def study_rows(run_dir: Path, cuts: list[int], ppy: float) -> list[dict]:
@@ -76,8 +78,8 @@ def study_rows(run_dir: Path, cuts: list[int], ppy: float) -> list[dict]:
         row["ridge"] = None if ridge is None else halves_sharpe(ridge[fold][None], ppy)
         first = [] if epochs is None else epochs.get(int(fold), [])[:max(cuts)]
         ics = [e.get("forecast_ic") for e in first]
-        row["ic"] = (None if not ics or ics[0] is None else
-                     float(ics[int(np.argmax([e["val_sharpe"] for e in first]))]))
+        row["ic"] = (None if not ics or ics[0] is None else float(ics[best_of(
+            range(len(first)), [e["val_sharpe"] for e in first])]))  # the run's own rule
         row["ridge_ic"] = None if ridge_ic is None else float(ridge_ic[fold])
         rows.append(row)
     return rows
@@ -105,14 +107,21 @@ def paired_gap(rows: list[dict], ref: list[dict], cut: int) -> dict:
     """Paired Δ of the gap sharpe@cut − buy_hold between `rows` and `ref` (rows carry a
     "key" = pair_key + (fold, setting)); every row must have its reference."""
     key = f"sharpe@{cut}"
-    base = {r["key"]: r[key] - r["buy_hold"] for r in ref}
-    missing = [r["run"] for r in rows if r["key"] not in base]
+    return paired(rows, ref, lambda r: r[key] - r["buy_hold"]) | {"cut": cut}
+
+
+def paired(rows: list[dict], ref: list[dict] | None, value) -> dict:
+    """Mean, standard error s/√n, mean in standard errors and count > 0 of the paired
+    differences d = value(row) − value(its reference in `ref`), or d = value(row) when `ref`
+    is None; every row must have its reference."""
+    base = None if ref is None else {r["key"]: value(r) for r in ref}
+    missing = [] if base is None else [r["run"] for r in rows if r["key"] not in base]
     if missing:
         raise InputError(f"--against: no reference ensemble for {missing[0]} "
                          f"(same instrument, seed, fold and setting)")
-    d = np.array([r[key] - r["buy_hold"] - base[r["key"]] for r in rows])
+    d = np.array([value(r) - (0.0 if base is None else base[r["key"]]) for r in rows])
     se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
-    return {"cut": cut, "n": len(d), "mean": float(d.mean()), "se": se,
+    return {"n": len(d), "mean": float(d.mean()), "se": se,
             "in_se": float(d.mean() / se) if se > 0 else float("nan"),
             "better": int((d > 0).sum())}
 
@@ -146,8 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cuts = [int(c) for c in args.cuts.split(",")]
         rows = _rows(args.run_dirs, cuts)
-        paired = (None if args.against is None
-                  else paired_gap(rows, _rows(args.against, cuts), max(cuts)))
+        ref = None if args.against is None else _rows(args.against, cuts)
+        paired_sharpe = None if ref is None else paired_gap(rows, ref, max(cuts))
+        has_ic = all(r["ic"] is not None for r in rows)
+        ic_ridge = (paired(rows, None, lambda r: r["ic"] - r["ridge_ic"])
+                    if has_ic and all(r["ridge_ic"] is not None for r in rows) else None)
+        ic_ref = (paired(rows, ref, lambda r: r["ic"]) if has_ic and ref is not None
+                  and all(r["ic"] is not None for r in ref) else None)
     except (InputError, OSError, ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -159,14 +173,17 @@ def main(argv: list[str] | None = None) -> int:
     means = {k: _mean(rows, k) for k in keys}
     print("mean over ensembles: " + "  ".join(
         f"{k} {v:.3f}" if v is not None else f"{k} n/a" for k, v in means.items()))
-    if paired is not None:
-        print(f"paired Δ gap@{paired['cut']} vs --against: {paired['mean']:+.3f} ± "
-              f"{paired['se']:.3f} ({paired['in_se']:.2f} SE), better in {paired['better']} / "
-              f"{paired['n']}")
+    for name, p in ((f"Δ gap@{max(cuts)} vs --against", paired_sharpe),
+                    ("Δ ic vs --against", ic_ref), ("ic − ridge_ic", ic_ridge)):
+        if p is not None:
+            print(f"paired {name}: {p['mean']:+.3f} ± {p['se']:.3f} ({p['in_se']:.2f} SE), "
+                  f"> 0 in {p['better']} / {p['n']}")
     if args.out:
         out = {"rows": [r | {"key": list(r["key"])} for r in rows], "means": means}
-        if paired is not None:
-            out["paired_gap"] = paired
+        for name, p in (("paired_gap", paired_sharpe), ("paired_ic", ic_ref),
+                        ("ic_minus_ridge_ic", ic_ridge)):
+            if p is not None:
+                out[name] = p
         Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     return 0
 

@@ -18,7 +18,7 @@ import numpy as np
 from flax import struct
 
 from rl_trader import env
-from rl_trader.agent import position_target
+from rl_trader.agent import branch_mask, position_target
 from rl_trader.config import RunConfig
 from rl_trader.fold_data import FoldData, observe, training_bars
 from rl_trader.metrics import sharpe
@@ -76,22 +76,31 @@ def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: 
     return result
 
 
-def decision_targets(aux_target, start: int, length: int) -> np.ndarray:
+def decision_targets(aux_target: jax.Array | np.ndarray, start: int,
+                     length: int) -> np.ndarray:
     """What each decision of `rollout(…, start, length)` forecasts: the next-bar target
     `aux_target` [T] of its bar, start − 1 … start + length − 2 ([length], host)."""
     return np.asarray(aux_target)[start - 1:start - 1 + length]
 
 
+def weighted_rms(y: jax.Array, w: jax.Array) -> jax.Array:
+    """s = √(Σ_t w_t y_t² / Σ_t w_t), floored at 1e-12: the position scale of a forecast y [T]
+    over the rows w [T] (0/1) it was fit on, so that a forecast of typical size is a full
+    position (ridge's and the agent's forecast sizing)."""
+    return jnp.maximum(jnp.sqrt((w * y**2).sum() / jnp.maximum(w.sum(), 1.0)), 1e-12)
+
+
+FORECAST_CHUNK = 256  # bars per network call in `forecast_scale` (bounds its memory)
+
+
 def forecast_scale(net: QNetwork, params, data: FoldData, cfg: RunConfig) -> jax.Array:
-    """s = √(Σ_t w_t ŷ_t² / Σ_t w_t): the root mean square of one member's aux forecast ŷ_t
-    over the training bars (w = `training_bars`, as the ridge baseline's scale), floored at
-    1e-12. The aux head does not read the portfolio group, so it is evaluated with zeros."""
-    w = training_bars(data).astype(jnp.float32)
+    """s = `weighted_rms` of one member's aux forecast ŷ_t over the training bars
+    (w = `training_bars`, as the ridge baseline's scale). Evaluated over the bars in chunks of
+    FORECAST_CHUNK; the aux head does not read the portfolio group, so it gets zeros."""
     port = jnp.zeros((len(env.PORTFOLIO_NAMES),))
-    obs = jax.vmap(lambda t: observe(data, t, port, cfg.features))(
-        jnp.arange(data.features.shape[0]))
-    y_hat = net.apply(params, obs).aux
-    return jnp.maximum(jnp.sqrt((w * y_hat**2).sum() / jnp.maximum(w.sum(), 1.0)), 1e-12)
+    y_hat = jax.lax.map(lambda t: net.apply(params, observe(data, t, port, cfg.features)).aux,
+                        jnp.arange(data.features.shape[0]), batch_size=FORECAST_CHUNK)
+    return weighted_rms(y_hat, training_bars(data).astype(jnp.float32))
 
 
 def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
@@ -114,8 +123,8 @@ def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
         targets = position_target(d, m, q.aux, scale, sizing, cfg.env)
         q_dir = jnp.take_along_axis(q.q_direction, d[:, None], -1)[:, 0]
         q_mag = jnp.take_along_axis(q.q_magnitude, m[:, None], -1)[:, 0]
-        mag_active = (d != env.FLAT) & (sizing == "q")  # `agent.branch_mask`'s magnitude entry
-        q_greedy = jnp.where(mag_active, 0.5 * (q_dir + q_mag), q_dir)
+        mag_active = jax.vmap(partial(branch_mask, magnitude_branch=sizing == "q"))(d)[:, 1]
+        q_greedy = jnp.where(mag_active > 0, 0.5 * (q_dir + q_mag), q_dir)
         return targets.mean(), Aux(market_weights=q.market_weights.mean(0),
                                    portfolio_weights=q.portfolio_weights.mean(0),
                                    q=q_greedy.mean(), forecast=q.aux.mean())
@@ -224,10 +233,8 @@ def fit_ridge(data: FoldData, val_steps: int, cfg: RunConfig) -> RidgeFit:
 
     def fit_one(alpha):
         beta, b = ridge_solve(data.features, data.aux_target, w, alpha)
-        y_hat = data.features @ beta + b
-        scale = jnp.sqrt((w * y_hat**2).sum() / w.sum())
-        return RidgeFit(beta=beta, intercept=b, scale=jnp.maximum(scale, 1e-12), alpha=alpha,
-                        val_sharpe=jnp.float32(0.0))
+        return RidgeFit(beta=beta, intercept=b, scale=weighted_rms(data.features @ beta + b, w),
+                        alpha=alpha, val_sharpe=jnp.float32(0.0))
 
     def val_sharpe(fit):
         r = rollout(ridge_decide(fit, data, cfg), data, data.val[0], val_steps, cfg,

@@ -53,6 +53,8 @@ from rl_trader.run_state import (
     Progress,
     Records,
     RunState,
+    check_resumable,
+    diagnostics_fields,
     diagnostics_of,
     discounted_returns,
     fold_records,
@@ -198,6 +200,7 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
                        for k, f in enumerate(prep.folds)]
     if resume and run.resume_state.latest_epoch() is not None:
         meta = run.resume_state.meta()
+        check_resumable(meta, run_dir)
         # members as saved: the padded population of the saving run's layout (older resume
         # states: the members alone); the first n_members are the run's own
         saved = meta.pop("members_saved", n_members)
@@ -312,7 +315,8 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
         # the host records copied, so that nothing the write reads is shared with the loop.
         saved = jax.tree.map(np.copy, records.replace(runners=None)).replace(runners=runners)
         run.resume_state.save(epoch, saved, {**progress.to_json(),
-                                             "members_saved": c.n_padded})
+                                             "members_saved": c.n_padded,
+                                             "diagnostics": diagnostics_fields()})
     run.laps.append({"epoch": epoch, "seconds": round(time.time() - t_epoch, 3),
                      "stages": clock.lap()})
     return RunState(runners=runners, records=records, progress=progress)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from flax import struct
 
+from rl_trader.errors import InputError
 from rl_trader.metrics import sharpe_of
 from rl_trader.population import Cohort
 from rl_trader.prepare import Prepared
@@ -50,6 +51,22 @@ class Diagnostics:
         return Diagnostics(train_sharpe=z, q_greedy=z.copy(), realised=z.copy(),
                            forecast_ic=z.copy(),
                            positions=np.zeros((n_epochs, n_groups, n_bars), np.float32))
+
+
+def diagnostics_fields() -> list[str]:
+    """The names of `Diagnostics`' fields, saved with each resume state."""
+    return [f.name for f in dataclasses.fields(Diagnostics)]
+
+
+def check_resumable(meta: dict, run_dir: object) -> None:
+    """Refuse (InputError) a resume state whose learning diagnostics are not this version's:
+    `meta["diagnostics"]` (popped) names the saved fields; states saved before the field list
+    (and before `forecast_ic`) have none. Their records do not fit this version's template."""
+    saved = meta.pop("diagnostics", None)
+    if saved != diagnostics_fields():
+        raise InputError(f"option --resume: the run in '{run_dir}' was saved by a version with "
+                         f"other learning diagnostics ({', '.join(saved or ['no field list'])}); "
+                         f"start a new run, or resume it with that version")
 
 
 def discounted_returns(rewards: np.ndarray, gamma: np.ndarray) -> np.ndarray:

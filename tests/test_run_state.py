@@ -1,8 +1,17 @@
 """Learning diagnostics computed from the validation rollouts."""
 
 import numpy as np
+import pytest
 
-from rl_trader.run_state import discounted_returns, forecast_ic, horizon, magnitude_fractions
+from rl_trader.errors import InputError
+from rl_trader.run_state import (
+    check_resumable,
+    diagnostics_fields,
+    discounted_returns,
+    forecast_ic,
+    horizon,
+    magnitude_fractions,
+)
 
 
 def test_forecast_ic_is_the_pearson_correlation_and_nan_without_a_forecast():
@@ -25,3 +34,14 @@ def test_discounted_returns_and_horizon_by_hand():
 def test_magnitude_fractions_bin_the_absolute_positions():
     got = magnitude_fractions(np.array([0.0, -0.2, 0.25, 0.3, -0.75, 1.0, 0.9, 0.0]))
     np.testing.assert_allclose(got, [0.25, 0.25, 0.125, 0.125, 0.25])
+
+
+def test_a_resume_state_with_other_diagnostics_is_refused_in_one_line():
+    meta = {"epochs_done": 2, "diagnostics": diagnostics_fields()}
+    check_resumable(meta, "runs/x")
+    assert meta == {"epochs_done": 2}  # the field list is popped: Progress reads the rest
+    assert "forecast_ic" in diagnostics_fields()
+    for old in ({"epochs_done": 2}, {"diagnostics": ["train_sharpe", "q_greedy"]}):
+        with pytest.raises(InputError, match="option --resume: the run in 'runs/x' was saved "
+                                             "by a version with other learning diagnostics"):
+            check_resumable(old, "runs/x")

@@ -95,6 +95,16 @@ def test_against_pairs_the_gap_by_instrument_seed_and_fold(tmp_path, capsys):
                                [d.mean(), d.std(ddof=1) / np.sqrt(2)])
     assert paired["n"] == 2 and paired["better"] == int((d > 0).sum())
     assert "paired Δ gap@6" in capsys.readouterr().out
+    # the forecasts' IC paired against the reference, and against ridge's when it is there
+    np.save(tmp_path / "cand" / "ridge_val_ic.npy", np.array([0.5, 0.25]))
+    assert main([str(tmp_path / "cand"), "--cuts", "6", "--against", str(tmp_path / "ref"),
+                 "--out", str(out)]) == 0
+    got = json.loads(out.read_text())
+    d_ic = np.array([c["ic"] - r["ic"] for c, r in zip(cand, ref, strict=True)])
+    np.testing.assert_allclose(got["paired_ic"]["mean"], d_ic.mean())
+    np.testing.assert_allclose(got["ic_minus_ridge_ic"]["mean"],
+                               np.mean([cand[0]["ic"] - 0.5, cand[1]["ic"] - 0.25]))
+    assert "paired ic − ridge_ic" in capsys.readouterr().out
     # A reference of another instrument has no pair: refused in one line.
     summary = tmp_path / "ref" / "summary.json"
     summary.write_text(summary.read_text().replace("ar1:500:1", "ar1:500:2"))
