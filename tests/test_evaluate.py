@@ -95,12 +95,13 @@ def test_forecast_sized_greedy_position_by_hand():
     port = env.portfolio_features(state, data.prices)
     zeros = jnp.zeros_like(port)
     train0, train1 = (int(x) for x in data.train)
+    bars = jnp.arange(train0, train1 - 1)  # t and t + 1 in train
+    forecasts = jax.jit(lambda p: net.apply(p, jax.vmap(
+        lambda t: observe(data, t, zeros, cfg.features))(bars)).aux)
     positions = []
     for seed in range(3):
         params = init_params(net, observe(data, state.t, port, cfg.features), seed=seed)
-        y_hat = [float(net.apply(params, observe(data, t, zeros, cfg.features)).aux)
-                 for t in range(train0, train1 - 1)]
-        s = float(np.sqrt(np.mean(np.square(y_hat))))
+        s = float(np.sqrt(np.mean(np.square(np.asarray(forecasts(params), np.float64)))))
         np.testing.assert_allclose(float(forecast_scale(net, params, data, cfg)), s, rtol=1e-5)
         out = net.apply(params, observe(data, state.t, port, cfg.features))
         d = int(np.argmax(out.q_direction))
