@@ -326,8 +326,8 @@ def apply_loss(state: TrainState, loss_fn, cfg: AgentConfig,
 def outputs_tm1(apply_fn, params: chex.ArrayTree, obs_tm1: Obs,
                 obs_tm1_aux: Obs | None) -> QOut:
     """The online outputs at t − 1 that the loss differentiates: every head on `obs_tm1`, and
-    the aux forecast on `obs_tm1_aux` instead when given (`AgentConfig.aux_inputs = "clean"`:
-    the forecast is fit on observations without the input noise; only the market part and
+    the aux forecast on `obs_tm1_aux` instead when given (`AgentConfig.aux_noise` set: the
+    forecast is fit on observations with a noise level of its own; only the market part and
     the aux head are evaluated twice, the rest of the second pass is unused)."""
     out = apply_fn(params, obs_tm1)
     return out if obs_tm1_aux is None else out.replace(aux=apply_fn(params, obs_tm1_aux).aux)

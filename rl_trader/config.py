@@ -168,7 +168,6 @@ class NetConfig:
 
 BACKUPS = ("taken", "all")
 SIZINGS = ("q", "forecast")
-AUX_INPUTS = ("noisy", "clean")
 DECAY_TARGETS = ("all", "kernels")
 
 
@@ -200,9 +199,10 @@ class AgentConfig:
     batch_size: int = option(256, "gradient batch size", flag="--batch")
     huber_delta: float = option(1.0, "Huber loss threshold of the TD error")
     aux_weight: float = option(0.1, "weight of the next-bar-return loss", sweep=True)
-    aux_inputs: str = option(
-        "noisy", "observations the next-bar-return loss is fit on: noisy (the TD loss's, with "
-        "--obs-noise) or clean (without the noise; the Q-heads keep it)", choices=AUX_INPUTS)
+    aux_noise: float | None = option(
+        None, "std of the Gaussian noise on the observations the next-bar-return loss is fit "
+        "on, drawn apart from the TD loss's (0: clean inputs); default: the TD loss's own noisy "
+        "observations (--obs-noise)")
     reward_scale: float = option(100.0, "rewards are log growth × this (percent)")
     eps_start: float = option(1.0, "initial ε of the ε-greedy exploration")
     eps_end: float = option(
@@ -248,8 +248,8 @@ class AgentConfig:
                self.bootstrap_block)
         _check(self.backup in BACKUPS, "--backup", "taken or all", self.backup)
         _check(self.sizing in SIZINGS, "--sizing", "q or forecast", self.sizing)
-        _check(self.aux_inputs in AUX_INPUTS, "--aux-inputs", "noisy or clean",
-               self.aux_inputs)
+        _check(self.aux_noise is None or 0 <= self.aux_noise <= 10, "--aux-noise",
+               "in [0, 10]", self.aux_noise)
         _check(self.sizing == "q" or self.backup == "taken", "--sizing",
                "q when --backup is all (forecast sizing needs --backup taken: full-action "
                "backups enumerate the magnitudes)",

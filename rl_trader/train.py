@@ -48,6 +48,7 @@ def add_noise(key: jax.Array, obs: Obs, std: jax.Array) -> Obs:
 
 BAG_STREAM = 0xBA6  # the bag key is fold_in(init key, BAG_STREAM): no other draw changes
 DROPOUT_STREAM = 0xD40  # an update's dropout key is fold_in(its noise key, DROPOUT_STREAM)
+AUX_NOISE_STREAM = 0xA0C  # and its aux inputs' noise key (`AgentConfig.aux_noise`) this one
 
 
 @struct.dataclass
@@ -180,7 +181,8 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         port_tm1 = batch_portfolio(b.state_tm1, fold.prices)
         clean_tm1 = batch_observe(fold, bar_tm1, port_tm1)
         obs_tm1 = add_noise(k_noise, clean_tm1, hp.obs_noise)
-        aux_obs = clean_tm1 if acfg.aux_inputs == "clean" else None
+        aux_obs = None if acfg.aux_noise is None else add_noise(
+            jax.random.fold_in(k_noise, AUX_NOISE_STREAM), clean_tm1, acfg.aux_noise)
         weight = (agent.bootstrap_weight(runner.bag_key, bar_tm1, acfg.bootstrap_block)
                   if acfg.bootstrap_block else None)
         train_apply = None if acfg.dropout == 0.0 else partial(

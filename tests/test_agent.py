@@ -273,9 +273,9 @@ def test_forecast_sized_loss_gives_the_magnitude_head_no_gradient(qnet):
     assert float(jnp.abs(head_grad("q")).sum()) > 0
 
 
-def test_aux_inputs_clean_fits_the_forecast_on_the_clean_observation(qnet):
-    """`obs_tm1_aux`: the aux loss is the MSE of the forecast on those observations, the TD
-    part is the one on `obs_tm1` (same loss as `q_loss` with the aux swapped in)."""
+def test_aux_observations_of_their_own_fit_the_forecast(qnet):
+    """`obs_tm1_aux` (`--aux-noise`): the aux loss is the MSE of the forecast on those
+    observations, the TD part the one on `obs_tm1` (`q_loss` with the aux swapped in)."""
     net, params, _ = qnet
     obs_tm1, obs_t, a_dir, a_mag, r, disc, y = make_batch(9)
     clean = make_obs(10, (B,))

@@ -172,11 +172,11 @@ def test_forecast_sizing_trains_and_holds_positions_off_the_magnitude_grid(setup
     assert off_grid.mean() > 0.5
 
 
-def test_aux_inputs_clean_trains_the_forecast_without_the_noise(setup):
-    """`--aux-inputs clean`: an epoch with finite metrics whose forecast loss and updates
-    differ from the noisy-aux learner's from the same start."""
+def test_aux_noise_zero_trains_the_forecast_without_the_noise(setup):
+    """`--aux-noise 0`: an epoch with finite metrics whose forecast loss and updates differ
+    from those of the learner fitting it on the TD loss's noisy inputs, from the same start."""
     prep, datas, trainer, val_len = setup
-    clean = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, aux_inputs="clean"))
+    clean = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, aux_noise=0.0))
     learner = jit_single(make_train(clean, prep.periods_per_year, val_len))
     key = jax.random.PRNGKey(17)
     runner, metrics = learner.epoch(learner.init(key, datas[0]), datas[0], HP)
