@@ -221,28 +221,67 @@ def vsn_weights(per_fold: Mapping[int, Mapping[str, float]], title: str) -> str:
     return to_png(fig)
 
 
+# Panels of `learning_curves`: (title, solid key, dashed key or None); a row lacking a key
+# (an older run) is left out of that line.
+CURVES = (("training loss", "loss", None),
+          ("Sharpe: validation (solid; ring: selected), train segment (dashed)", "val_sharpe",
+           "train_sharpe"),
+          ("validation: mean Q of the greedy action (solid), realised return (dashed)",
+           "q_greedy", "realised_return"),
+          ("churn: validation bars whose position changed", "churn", None),
+          ("forecast IC on validation (aux head)", "forecast_ic", None))
+# The |position| bins of `run_state.magnitude_fractions` (not imported: it pulls in JAX).
+MAGNITUDE_LABELS = ("flat", "≤ 0.25", "≤ 0.5", "≤ 0.75", "≤ 1")
+
+
+def curve_points(rows: Sequence[Mapping], key: str) -> list[tuple[int, float]]:
+    """(epoch, value) of every row holding a finite number under `key` (None, NaN and
+    missing keys skipped)."""
+    return [(r["epoch"], float(r[key])) for r in rows if "epoch" in r
+            and isinstance(r.get(key), int | float) and math.isfinite(r[key])]
+
+
 def learning_curves(epochs: Mapping[int, Sequence[Mapping]], best: Mapping[int, int]) -> str:
-    """Loss and validation Sharpe per epoch, one line per fold; best epoch ringed."""
-    fig, (ax_l, ax_s) = plt.subplots(1, 2, figsize=(10, 3.2))
+    """The learning diagnostics per epoch, one colour per fold (`CURVES`: loss; validation and
+    train-segment Sharpe, the selected epoch ringed; Q of the greedy action against the
+    realised discounted return; churn; the forecast's IC), and the distribution of |position|
+    on validation at each fold's selected epoch (`magnitude_fractions`)."""
+    fig, axes = plt.subplots(2, 3, figsize=(13, 6.4))
+    panels = list(axes.flat)
     for j, (fold, rows) in enumerate(sorted(epochs.items())):
         c = plt.cm.viridis(j / max(1, len(epochs) - 1) * 0.85)
-        for ax, key in ((ax_l, "loss"), (ax_s, "val_sharpe")):
-            pts = [(r["epoch"], r[key]) for r in rows
-                   if isinstance(r.get(key), int | float) and "epoch" in r]
-            if pts:
-                xs, ys = zip(*pts, strict=True)
-                ax.plot(xs, ys, "o-", ms=3, color=c, lw=1.2, label=f"fold {fold}")
-                b = dict(pts).get(best.get(fold))
-                if key == "val_sharpe" and b is not None:
-                    ax.plot([best[fold]], [b], "o", ms=9, mfc="none", color=c)
-    ax_l.set_title("training loss")
-    ax_s.set_title("validation Sharpe (ring: selected epoch)")
-    for ax in (ax_l, ax_s):
+        for ax, (_, key, dashed) in zip(panels, CURVES, strict=False):
+            for k, style in ((key, "o-"), (dashed, "s--")):
+                pts = curve_points(rows, k) if k else []
+                if pts:
+                    xs, ys = zip(*pts, strict=True)
+                    ax.plot(xs, ys, style, ms=3, color=c, lw=1.2,
+                            label=f"fold {fold}" if style == "o-" else None)
+            b = dict(curve_points(rows, key)).get(best.get(fold))
+            if key == "val_sharpe" and b is not None:
+                ax.plot([best[fold]], [b], "o", ms=9, mfc="none", color=c)
+        chosen = {r["epoch"]: r.get("magnitude_fractions") for r in rows if "epoch" in r}.get(
+            best.get(fold))
+        if isinstance(chosen, list) and len(chosen) == len(MAGNITUDE_LABELS):
+            panels[-1].bar(np.arange(len(chosen)) + 0.8 * (j / max(1, len(epochs)) - 0.4),
+                           chosen, width=0.8 / max(1, len(epochs)), color=c, label=f"fold {fold}")
+    for ax, (title, _, _) in zip(panels, CURVES, strict=False):
+        ax.set_title(title, fontsize=8.5)
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
-    if ax_l.lines or ax_s.lines:
-        (ax_l if ax_l.lines else ax_s).legend(fontsize=8, frameon=False)
+    mags = panels[-1]
+    mags.set_title("|position| on validation at the selected epoch (fraction of bars)",
+                   fontsize=8.5)
+    mags.set_xticks(range(len(MAGNITUDE_LABELS)), MAGNITUDE_LABELS)
+    mags.grid(alpha=0.3, axis="y")
+    for ax in panels:
+        if not (ax.lines or ax.patches):
+            ax.text(0.5, 0.5, "not recorded in this run", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=8, color="#777777")
+    if panels[0].lines or panels[1].lines:
+        (panels[0] if panels[0].lines else panels[1]).legend(fontsize=8, frameon=False)
+    fig.tight_layout()
     return to_png(fig)
 
 
