@@ -85,12 +85,17 @@ def to_host(x) -> np.ndarray:
     return np.asarray(x)
 
 
+def replicated(mesh: Mesh) -> NamedSharding:
+    """A whole copy on every device of the mesh (what the ensembles' acting params are
+    evaluated from, in validation and in scoring alike, so both share one program)."""
+    return NamedSharding(mesh, PartitionSpec())
+
+
 @functools.cache
 def _picker(mesh: Mesh, size: int):
     """One jitted gather per (mesh, size); the start is traced, so picking never recompiles."""
     return jax.jit(lambda t, i: jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, i, size),
-                                             t),
-                   out_shardings=NamedSharding(mesh, PartitionSpec()))
+                                             t), out_shardings=replicated(mesh))
 
 
 def rows(tree, start: int, size: int, mesh: Mesh):

@@ -37,6 +37,7 @@ from rl_trader.devices import (
     barrier,
     describe_device,
     is_multiprocess,
+    replicated,
     rows,
     shard_population,
     to_host,
@@ -274,8 +275,8 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
         fault_point(f"saved:{epoch - 1}")
     fault_point(f"epoch:{epoch}")
     with clock.stage("validation"):
-        acting = ensembles(policy_params(runners.learner, cfg.train.eval_params),
-                           len(c.groups), c.n_seeds)
+        acting = jax.device_put(ensembles(policy_params(runners.learner, cfg.train.eval_params),
+                                          len(c.groups), c.n_seeds), replicated(c.mesh))
         val = trim(jax.tree.map(to_host, c.pop.evaluate(acting, c.val_data,
                                                         c.val_data.val[:, 0], prep.val_steps,
                                                         c.eval_keys)),
@@ -397,7 +398,8 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
         readers = [run.fold_checkpoints(k, 0 if is_multiprocess() else None)
                    for k in range(len(run.prep.folds))]
         summary = score_folds(run.prep, run.run_dir, run.cohort.pop, run.template, readers,
-                              run.cohort.fold_data, *records)
+                              run.cohort.fold_data, *records,
+                              mesh=None if is_multiprocess() else run.cohort.mesh)
     summary["fingerprint"] = run.fingerprint
     summary["stopped"] = stopped
     return summary

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from jax.sharding import Mesh
 
 from rl_trader import evaluate as ev
 from rl_trader.buckets import trim
 from rl_trader.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.config import RunConfig
-from rl_trader.devices import describe_device
+from rl_trader.devices import describe_device, replicated
 from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.fold_data import FoldData, pad_bars
 from rl_trader.headline import headline
@@ -139,9 +140,12 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
 
 def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                 ckpts: list[FoldCheckpoints], fold_data: list[FoldData], history, trials,
-                val_matrix) -> dict:
+                val_matrix, mesh: Mesh | None = None) -> dict:
     """Restore each fold's best acting params (`template`: an ensemble's learner state, zeros),
-    score them once on test; the summary's content."""
+    score them once on test; the summary's content. The rollouts are `pop.evaluate`'s, with
+    the params `replicated` on `mesh` as in validation (None: a multi-process run, scored by
+    process 0 alone from host arrays), so a test block as long as a validation block reuses
+    the validation program instead of compiling it again."""
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]
     acting = {k: ckpts[k].restore_acting(template, cfg.train.eval_params) for k in scored}
@@ -157,7 +161,9 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
     if scored:
         data = stack([fold_data[k] for k in scored])
         params = stack([acting[k] for k in scored])
-        tests = trim(Population(pop.trainer).evaluate(
+        if mesh is not None:
+            params = jax.device_put(params, replicated(mesh))
+        tests = trim(pop.evaluate(
             params, data, data.test[:, 0], prep.test_steps,
             jax.random.split(jax.random.PRNGKey(cfg.seed + 1), len(scored))),
             prep.test_len, axis=1)

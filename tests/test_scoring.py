@@ -1,0 +1,24 @@
+"""Scoring the best checkpoints on test: the validation program, reused."""
+
+import logging
+
+import jax
+from helpers import tiny_config
+
+from rl_trader import experiment
+from rl_trader.prepare import prepare
+
+
+def test_test_blocks_are_scored_by_the_validation_program(tmp_path, caplog):
+    """The params are placed as in validation and rolled out by the same jitted function, so a
+    test block as long as a validation block compiles no second rollout program: the
+    population's `evaluate` is compiled once in the whole run (validation, the train-segment
+    probe and scoring)."""
+    prep = prepare(tiny_config())
+    assert prep.test_steps == prep.val_steps
+    with caplog.at_level(logging.WARNING), jax.log_compiles(True):
+        summary = experiment.run_experiment(prep, tmp_path / "run", log=lambda _: None)
+    assert summary["scored_folds"] == [0, 1]
+    compiled = [r.getMessage() for r in caplog.records
+                if r.getMessage().startswith("Compiling jit(evaluate)")]
+    assert len(compiled) == 1, compiled
