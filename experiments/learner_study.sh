@@ -5,7 +5,9 @@
 # e.g. experiments/learner_study.sh out 10 ar1:5000:1,regime:5000:4@2 taken="" all="--backup all"
 # (MARKET@SEED trains that market with run seed SEED; default 0; A+B+C pools instruments:
 # --data synthetic:A,synthetic:B,synthetic:C, A traded and scored.) PARALLEL=1 runs the
-# settings (NAME=...) as concurrent processes on one accelerator, each over every market.
+# settings (NAME=...) as concurrent processes on one accelerator, each over every market;
+# PARALLEL=runs runs every (setting, market) as its own process, all at once (the studies of
+# docs/learning.md: 16 runs share one H200 in about 6 minutes), logs in OUT/<name>-<market>.log.
 # Writes OUT/<name>-<market>.json (experiments.sweep --out) and OUT/<name>-<market>.summary.json
 # (per-epoch validation records and learning diagnostics); run directories go to RUNS
 # (default OUT/runs).
@@ -15,23 +17,31 @@ shift 3
 runs=${RUNS:-$out/runs}
 mkdir -p "$runs"
 PY=${PYTHON:-python3}
+one() {  # NAME OPTIONS MARKET[@SEED]: one sweep run
+  local name=$1 opts=$2 item=$3 m seed tag
+  m=${item%@*} seed=0
+  [[ $item == *@* ]] && seed=${item#*@}
+  tag="$name-${m%%+*}" tag="${tag//:/_}-r$seed"  # a pool of K more: -poolK
+  pooled=${m//[^+]/} && [[ -n $pooled ]] && tag="$tag-pool${#pooled}"
+  data="synthetic:${m//+/,synthetic:}"
+  echo "=== $tag: --data $data --seed $seed --epochs $epochs $opts"
+  # shellcheck disable=SC2086  # options are words
+  $PY -m experiments.sweep --data "$data" --seed "$seed" --epochs "$epochs" $opts \
+    --run-dir "$runs/$tag" --out "$out/$tag.json" 2>&1 | grep -v "^fold " || true
+  cp "$runs/$tag/summary.json" "$out/$tag.summary.json" 2>/dev/null || echo "no summary: $tag"
+}
 setting() {  # NAME OPTIONS: every market, in turn
-  local name=$1 opts=$2 m seed tag
+  local item
   for item in ${markets//,/ }; do
-    m=${item%@*} seed=0
-    [[ $item == *@* ]] && seed=${item#*@}
-    tag="$name-${m%%+*}" tag="${tag//:/_}-r$seed"  # a pool of K more: -poolK
-    pooled=${m//[^+]/} && [[ -n $pooled ]] && tag="$tag-pool${#pooled}"
-    data="synthetic:${m//+/,synthetic:}"
-    echo "=== $tag: --data $data --seed $seed --epochs $epochs $opts"
-    # shellcheck disable=SC2086  # options are words
-    $PY -m experiments.sweep --data "$data" --seed "$seed" --epochs "$epochs" $opts \
-      --run-dir "$runs/$tag" --out "$out/$tag.json" 2>&1 | grep -v "^fold " || true
-    cp "$runs/$tag/summary.json" "$out/$tag.summary.json" 2>/dev/null || echo "no summary: $tag"
+    one "$1" "$2" "$item"
   done
 }
 for spec in "$@"; do
-  if [[ ${PARALLEL:-0} == 1 ]]; then
+  if [[ ${PARALLEL:-0} == runs ]]; then
+    for item in ${markets//,/ }; do
+      one "${spec%%=*}" "${spec#*=}" "$item" > "$out/${spec%%=*}-${item//[:@+]/_}.log" 2>&1 &
+    done
+  elif [[ ${PARALLEL:-0} == 1 ]]; then
     setting "${spec%%=*}" "${spec#*=}" > "$out/${spec%%=*}.log" 2>&1 &
   else
     setting "${spec%%=*}" "${spec#*=}"
