@@ -254,6 +254,9 @@ class AgentConfig:
                "q when --backup is all (forecast sizing needs --backup taken: full-action "
                "backups enumerate the magnitudes)",
                self.sizing)
+        _check(self.sizing == "q" or self.aux_weight > 0, "--sizing",
+               "q when --aux-weight is 0 (forecast sizing needs a trained forecast)",
+               self.sizing)
         _check(self.weight_decay_on in DECAY_TARGETS, "--weight-decay-on", "all or kernels",
                self.weight_decay_on)
 

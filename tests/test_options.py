@@ -108,6 +108,8 @@ def test_forecast_sizing_with_full_action_backups_is_refused():
     assert parse("--sizing", "forecast").agent.sizing == "forecast"
     with pytest.raises(InputError, match="option --sizing='forecast'.*needs --backup taken"):
         parse("--sizing", "forecast", "--backup", "all")
+    with pytest.raises(InputError, match="needs a trained forecast"):
+        parse("--sizing", "forecast", "--aux-weight", "0")
 
 
 def test_bad_option_is_one_line_with_exit_2(capsys):
