@@ -32,15 +32,21 @@ from rl_trader.prepare import prepare
 from rl_trader.run_state import forecast_ic
 
 
-def test_ensemble_position_is_the_mean_of_its_members_targets():
-    cfg = tiny_config()
+def decision_at_validation(cfg):
+    """(data, network, env state, portfolio features, observation) of fold 0's first
+    validation decision under `cfg`."""
     prep = prepare(cfg)
     data = prep.fold_data(0)
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
     start = int(prep.folds[0].val[0])
     state = env.reset(start, start + 10)
     port = env.portfolio_features(state, data.prices)
-    obs = observe(data, state.t, port, cfg.features)
+    return data, net, state, port, observe(data, state.t, port, cfg.features)
+
+
+def test_ensemble_position_is_the_mean_of_its_members_targets():
+    cfg = tiny_config()
+    data, net, state, port, obs = decision_at_validation(cfg)
     members = [init_params(net, obs, seed=s) for s in range(3)]
     key = jax.random.key(0)
 
@@ -65,12 +71,7 @@ def test_ensemble_position_is_the_mean_of_its_members_targets():
 def test_greedy_q_is_the_bdq_value_of_the_greedy_action():
     """Q(s, â) = Q_dir(â_dir) when flat, else the mean of the two branches' greedy values."""
     cfg = tiny_config()
-    prep = prepare(cfg)
-    data = prep.fold_data(0)
-    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
-    state = env.reset(int(prep.folds[0].val[0]), int(prep.folds[0].val[0]) + 10)
-    port = env.portfolio_features(state, data.prices)
-    obs = observe(data, state.t, port, cfg.features)
+    data, net, state, port, obs = decision_at_validation(cfg)
     for seed in range(4):
         params = init_params(net, obs, seed=seed)
         out = net.apply(params, obs)
@@ -87,12 +88,7 @@ def test_forecast_sized_greedy_position_by_hand():
     (d − 1) · min(1, |ŷ_t| / s) and reports Q_dir of its greedy direction."""
     base = tiny_config()
     cfg = dataclasses.replace(base, agent=dataclasses.replace(base.agent, sizing="forecast"))
-    prep = prepare(cfg)
-    data = prep.fold_data(0)
-    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
-    start = int(prep.folds[0].val[0])
-    state = env.reset(start, start + 10)
-    port = env.portfolio_features(state, data.prices)
+    data, net, state, port, obs = decision_at_validation(cfg)
     zeros = jnp.zeros_like(port)
     train0, train1 = (int(x) for x in data.train)
     bars = jnp.arange(train0, train1 - 1)  # t and t + 1 in train
@@ -100,10 +96,10 @@ def test_forecast_sized_greedy_position_by_hand():
         lambda t: observe(data, t, zeros, cfg.features))(bars)).aux)
     positions = []
     for seed in range(3):
-        params = init_params(net, observe(data, state.t, port, cfg.features), seed=seed)
+        params = init_params(net, obs, seed=seed)
         s = float(np.sqrt(np.mean(np.square(np.asarray(forecasts(params), np.float64)))))
         np.testing.assert_allclose(float(forecast_scale(net, params, data, cfg)), s, rtol=1e-5)
-        out = net.apply(params, observe(data, state.t, port, cfg.features))
+        out = net.apply(params, obs)
         d = int(np.argmax(out.q_direction))
         want = (d - 1) * min(1.0, abs(float(out.aux)) / s)
         target, aux = greedy_decide(stack([params]), data, cfg)(jax.random.key(0), state, port)
