@@ -278,8 +278,8 @@ class TrainConfig:
                         "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
-    # 264 = the settings looked at to choose the defaults, counted in docs/learning.md.
-    prior_trials: int = option(264, "trials looked at outside this run (e.g. the settings tried "
+    # 288 = the settings looked at to choose the defaults, counted in docs/learning.md.
+    prior_trials: int = option(288, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/learning.md), added to the DSR's "
                                "count of trials")
 
