@@ -16,6 +16,7 @@
 - peers:      stable-baselines3 DQN on the same market, and rl_trader's own agent driven one
               jitted step per Python iteration (experiments.peers; skipped when missing).
 Compile time is always reported apart from steady-state rates (each rate is the second call).
+Where the time goes kernel by kernel: `python -m experiments.kernel_profile`.
 """
 
 from __future__ import annotations
@@ -99,10 +100,10 @@ def env_throughput(n_envs: int, steps: int) -> dict:
             "seconds": t, "compile_s": compile_s - t}
 
 
-def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1",
-                     devices: int = 1) -> dict:
-    """One vmapped epoch of `size` members (fold 0, seeds 0..size−1), sharded over `devices`
-    devices (size must be a multiple): rates, memory, FLOP/s."""
+def population_setup(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1",
+                     devices: int = 1):
+    """`size` fresh members (fold 0 of `data_spec`, seeds 0..size−1), sharded over `devices`
+    devices (size must be a multiple): (cfg, prep, cohort, runners), ready for `pop.epoch`."""
     from rl_trader.population import build
     from rl_trader.prepare import prepare
 
@@ -111,8 +112,16 @@ def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
     prep = prepare(cfg)
     prep = dataclasses.replace(prep, folds=prep.folds[:1])  # fold 0, `size` seeds
     cohort = build(prep, devices)
-    pop, keys, data, hps = cohort.pop, cohort.keys, cohort.data, cohort.hps
-    runners = jax.block_until_ready(pop.init(keys, data))
+    runners = jax.block_until_ready(cohort.pop.init(cohort.keys, cohort.data))
+    return cfg, prep, cohort, runners
+
+
+def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1",
+                     devices: int = 1) -> dict:
+    """One vmapped epoch of `size` members (fold 0, seeds 0..size−1), sharded over `devices`
+    devices (size must be a multiple): rates, memory, FLOP/s."""
+    cfg, prep, cohort, runners = population_setup(cfg, size, data_spec, devices)
+    pop, data, hps = cohort.pop, cohort.data, cohort.hps
     n_params = sum(int(np.prod(x.shape[1:])) for x in jax.tree.leaves(runners.learner.params))
     t0 = time.perf_counter()
     compiled = pop.epoch.lower(runners, data, hps).compile()
