@@ -8,8 +8,10 @@ by name and by kind, and the device's busy time against the wall time.
 Per env step of the epoch (one update of every member) it reports the kernels launched, the
 device time they took and the wall time, so the gap between the rate reached and the one asked
 for splits into kernel work, by kind, and time the device sat idle between kernels (launch and
-loop overhead). Device events come from CUPTI on GPUs; on the CPU the trace holds host events
-only and the device figures are empty. Benchmarks are not tests: this writes JSON.
+loop overhead), with a digest of the members' parameters after the two epochs (equal digests:
+the kernel settings compared gave the same numbers). Device events come from CUPTI on GPUs;
+on the CPU the trace holds host events only and the device figures are empty. Benchmarks
+are not tests: this writes JSON.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gzip
+import hashlib
 import json
 import re
 import sys
@@ -25,6 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import jax
+import numpy as np
 
 from experiments.benchmark import _device_info, population_setup
 from experiments.multi_fold import enable_compilation_cache
@@ -142,22 +146,26 @@ def main(argv: list[str] | None = None) -> int:
     runners, _ = jax.block_until_ready(epoch(runners, cohort.data, cohort.hps))  # warm
     with jax.profiler.trace(args.trace_dir, create_perfetto_trace=True):
         t = time.perf_counter()
-        jax.block_until_ready(epoch(runners, cohort.data, cohort.hps))
+        runners, _ = jax.block_until_ready(epoch(runners, cohort.data, cohort.hps))
         wall = time.perf_counter() - t
+    digest = hashlib.sha256()  # the online params after both epochs: same kernels, same digest
+    for leaf in jax.tree.leaves(runners.learner.params):
+        digest.update(np.asarray(leaf).tobytes())
     steps = cfg.train.steps_per_epoch
     updates = args.size * steps * cfg.train.updates_per_step
     result = {"device": _device_info(), "date": time.strftime("%Y-%m-%d"),
               "command": " ".join(sys.argv), "population": args.size, "steps": steps,
               "precision": args.precision, "wall_seconds": wall,
               "wall_us_per_step": wall / steps * 1e6,
-              "agent_updates_per_s": updates / wall,
+              "agent_updates_per_s": updates / wall, "params_sha256": digest.hexdigest()[:16],
               **summarise(load_trace(Path(args.trace_dir)), steps)}
     result["busy_fraction"] = result["device_busy_seconds"] / wall
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(f"P={args.size}, {steps} steps: {result['agent_updates_per_s']:,.0f} agent-updates/s; "
           f"per step {result['wall_us_per_step']:.0f} µs wall, "
           f"{result['busy_us_per_step']:.0f} µs device busy "
-          f"({100 * result['busy_fraction']:.0f} %), {result['kernels_per_step']:.0f} kernels")
+          f"({100 * result['busy_fraction']:.0f} %), {result['kernels_per_step']:.0f} kernels; "
+          f"params {result['params_sha256']}")
     for kind, k in result["by_kind"].items():
         print(f"  {kind:<20} {k['seconds'] / steps * 1e6:>9.1f} µs/step  {k['count'] / steps:>7.1f}"
               f" kernels/step  {100 * (k['share'] or 0):>5.1f} %")
