@@ -27,6 +27,7 @@ import json
 import platform
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +36,10 @@ import numpy as np
 from experiments.multi_fold import enable_compilation_cache
 from rl_trader import env
 from rl_trader.config import PRECISIONS, RunConfig, preset
+
+if TYPE_CHECKING:
+    from rl_trader.population import Cohort
+    from rl_trader.prepare import Prepared
 
 PROG = "python -m experiments.benchmark"  # in help and errors; rl_trader.cli passes its own
 
@@ -101,7 +106,7 @@ def env_throughput(n_envs: int, steps: int) -> dict:
 
 
 def population_setup(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1",
-                     devices: int = 1):
+                     devices: int = 1) -> tuple[RunConfig, Prepared, Cohort, Any]:
     """`size` fresh members (fold 0 of `data_spec`, seeds 0..size−1), sharded over `devices`
     devices (size must be a multiple): (cfg, prep, cohort, runners), ready for `pop.epoch`."""
     from rl_trader.population import build
