@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 PROG = "python -m experiments.benchmark"  # in help and errors; rl_trader.cli passes its own
 
 
-def _device_info() -> dict:
+def device_info() -> dict:
+    """The first device's platform and kind, the device count, jax and Python versions."""
     d = jax.devices()[0]
     return {"platform": d.platform, "device_kind": d.device_kind, "n_devices": len(jax.devices()),
             "jax": jax.__version__, "python": platform.python_version()}
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     base = dataclasses.replace(base, train=dataclasses.replace(base.train,
                                                                steps_per_epoch=args.steps),
                                net=dataclasses.replace(base.net, precision=args.precision))
-    result: dict = {"device": _device_info(), "date": time.strftime("%Y-%m-%d"),
+    result: dict = {"device": device_info(), "date": time.strftime("%Y-%m-%d"),
                     "command": " ".join(sys.argv)}
 
     def save() -> None:

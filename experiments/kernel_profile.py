@@ -30,7 +30,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from experiments.benchmark import _device_info, population_setup
+from experiments.benchmark import device_info, population_setup
 from experiments.multi_fold import enable_compilation_cache
 from rl_trader.config import PRECISIONS, preset
 
@@ -90,6 +90,7 @@ def summarise(trace: dict, steps: int, top: int = 25) -> dict:
             by_name[e["name"]][0] += 1
             by_name[e["name"]][1] += dur / 1e6
             spans.append((float(e["ts"]), float(e["ts"]) + dur))
+    n_kernels = int(sum(n for n, _ in by_name.values()))
     kernel_s = sum(s for _, s in by_name.values())
     by_kind: dict[str, dict] = defaultdict(lambda: {"count": 0, "seconds": 0.0})
     for name, (n, s) in by_name.items():
@@ -102,9 +103,9 @@ def summarise(trace: dict, steps: int, top: int = 25) -> dict:
     span = (max(e for _, e in spans) - min(s for s, _ in spans)) / 1e6 if spans else 0.0
     ranked = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]
     return {
-        "kernels": int(sum(n for n, _ in by_name.values())),
+        "kernels": n_kernels,
         "kernel_seconds": kernel_s, "device_busy_seconds": busy, "device_span_seconds": span,
-        "kernels_per_step": sum(n for n, _ in by_name.values()) / steps,
+        "kernels_per_step": n_kernels / steps,
         "busy_us_per_step": busy / steps * 1e6,
         "span_us_per_step": span / steps * 1e6,
         "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1]["seconds"])),
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         digest.update(np.asarray(leaf).tobytes())
     steps = cfg.train.steps_per_epoch
     updates = args.size * steps * cfg.train.updates_per_step
-    result = {"device": _device_info(), "date": time.strftime("%Y-%m-%d"),
+    result = {"device": device_info(), "date": time.strftime("%Y-%m-%d"),
               "command": " ".join(sys.argv), "population": args.size, "steps": steps,
               "precision": args.precision, "wall_seconds": wall,
               "wall_us_per_step": wall / steps * 1e6,
