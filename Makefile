@@ -60,8 +60,8 @@ test: $(SETUP) chromium
 # run seeds each on fresh data seeds (>= 1000, never tuned on); goals in experiments/convergence.py
 # (floors overridable through ARGS, e.g. ARGS="--oracle-floor 0.8 --markets regime").
 convergence: $(SETUP)
-	$(PY) -m experiments.convergence --folds $(FOLDS) --runs $(RUNS) --preset $(PRESET) \
-		$(if $(RUN_DIR),--run-dir $(RUN_DIR)) $(ARGS)
+	$(PY) -m experiments.convergence --folds $(FOLDS) --runs $(RUNS) \
+		$(if $(PRESET),--preset $(PRESET)) $(if $(RUN_DIR),--run-dir $(RUN_DIR)) $(ARGS)
 
 bench: $(SETUP)
 	$(PY) -m experiments.benchmark $(ARGS)

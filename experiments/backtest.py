@@ -1,6 +1,7 @@
 """Score a saved run's policy on a new bar file beside the baselines; nothing is re-trained.
 
     python -m experiments.backtest RUN_DIR BARS_FILE --out DIR [--fold K]
+    python -m experiments.backtest --run-dir RUN_DIR --data BARS_FILE --out DIR [...]  (the same)
 
 The last fold's ensemble (or fold K) at its best epoch acts on the whole file after the
 features' warm-up and the look-back window, starting flat, through the same env and costs.
@@ -14,17 +15,20 @@ import argparse
 import sys
 
 from rl_trader.errors import InputError
+from rl_trader.options import Parser, add_run_and_bars, run_and_bars
 
 PROG = "python -m experiments.backtest"  # in help and errors; rl_trader.cli passes its own
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog=prog,
+        usage=f"{prog} RUN_DIR BARS_FILE --out DIR [--fold K]\n"
+              f"       {prog} --run-dir RUN_DIR --data BARS_FILE --out DIR [--fold K]",
         description="Backtest a finished run's policy on BARS_FILE (e.g. the months after its "
-                    "data ended) beside buy-and-hold, flat, momentum and random, costs on.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a finished run directory (read only)")
-    p.add_argument("bars", metavar="BARS_FILE", help="OHLCV bars (CSV, CSV.gz or Parquet)")
+                    "data ended) beside buy-and-hold, flat, momentum and random, costs on. "
+                    "RUN_DIR is only read.")
+    add_run_and_bars(p, "OHLCV bars (CSV, CSV.gz or Parquet)")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="new or empty output directory, outside RUN_DIR")
     p.add_argument("--fold", type=int, default=None, metavar="K",
@@ -57,16 +61,18 @@ def print_backtest(summary: dict) -> None:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
-    args = build_parser(prog).parse_args(argv)
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    run_dir, bars_file = run_and_bars(parser, args)
     from rl_trader.data import load
     from rl_trader.inference import backtest, backtest_out_dir, load_policy, write_backtest
 
     try:
-        backtest_out_dir(args.out, args.run_dir)  # before the work, not after it
-        policy = load_policy(args.run_dir, args.fold)
-        bars = load(args.bars)
+        backtest_out_dir(args.out, run_dir)  # before the work, not after it
+        policy = load_policy(run_dir, args.fold)
+        bars = load(bars_file)
         summary, policies, rand = backtest(policy, bars)
-        out = write_backtest(args.out, args.run_dir, summary, policies, rand,
+        out = write_backtest(args.out, run_dir, summary, policies, rand,
                              bars.dates[policy.start:])
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)

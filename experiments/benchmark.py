@@ -177,7 +177,7 @@ def run_peers(peers, n_steps: int) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sections", default="peak,env,population,length,width,peers")
@@ -189,7 +189,11 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     p.add_argument("--precision", choices=PRECISIONS, default="tf32",
                    help="matmul precision of the network (see NetConfig.precision)")
     p.add_argument("--out", default="bench.json")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     enable_compilation_cache()
     sections = set(args.sections.split(","))
     sizes = [int(x) for x in args.sizes.split(",")]

@@ -15,13 +15,17 @@ from rl_trader.errors import InputError
 PROG = "python -m experiments.report"  # in help and errors; rl_trader.cli passes its own
 
 
-def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
         description="Write RUN_DIR/report.html (plots embedded, no external resources) from "
                     "RUN_DIR/summary.json and the per-fold test returns.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory holding summary.json")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     from rl_trader.report import write_report
 
     try:

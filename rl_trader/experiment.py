@@ -33,6 +33,7 @@ import numpy as np
 from rl_trader.agent import TrainState, policy_params
 from rl_trader.buckets import trim
 from rl_trader.checkpoint import HOLDS_ACTING, FoldCheckpoints, ResumeState, fingerprint
+from rl_trader.compile_watch import CompileLog, format_seconds, time_left, totals
 from rl_trader.devices import (
     barrier,
     describe_device,
@@ -87,7 +88,10 @@ class Run:
     writers: list[ScalarWriter | None]  # per fold, TensorBoard (process 0)
     t_start: float
     clock: Stopwatch  # seconds per stage (timings.json)
+    compiles: CompileLog  # announces each stage's first compilation
     laps: list[dict] = dataclasses.field(default_factory=list)  # this process's epochs
+    # this process's epochs, each without the seconds spent compiling: the time-left estimate
+    work_seconds: list[float] = dataclasses.field(default_factory=list)
 
     def wait_for_writes(self) -> None:
         """Block until this process's fold checkpoints and resume state started so far are
@@ -192,7 +196,7 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
               template=template, checkpoints=[], resume_state=ResumeState(run_dir / "resume"),
               writers=[ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}")
                        if pid == 0 else None for f in prep.folds], t_start=t_start,
-              clock=clock)
+              clock=clock, compiles=CompileLog(log))
     # Fold k's directory belongs to process k mod (process count), which alone writes it, so a
     # multi-process run spreads its checkpoint writes evenly over the processes. Where the
     # fold's members live does not matter: `rows` gathers each saved ensemble to every process.
@@ -219,7 +223,8 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
                              f"{prep.data_sha256[:12]}… now); start a new run instead")
         log(f"resuming after epoch {progress.epochs_done - 1} of 0..{n_epochs - 1}")
     else:
-        runners = c.pop.init(c.keys, c.data)
+        with run.compiles.first("initialisation program"):
+            runners = c.pop.init(c.keys, c.data)
     for ckpt in run.checkpoints:  # epochs saved by a run killed after its last resume point
         if ckpt is not None:
             ckpt.delete_after(progress.epochs_done - 1)
@@ -265,16 +270,17 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     the start of the resume state's write.
     """
     prep, c, cfg, clock = run.prep, run.cohort, run.prep.cfg, run.clock
-    t_epoch = time.time()
+    t_epoch, compiled_before = time.time(), totals()
     clock.lap()  # this epoch's lap starts here
-    with clock.stage("train_program"):  # the first epoch's includes compiling it
+    # the first epoch's includes compiling it
+    with clock.stage("train_program"), run.compiles.first("training program"):
         runners, metrics = jax.block_until_ready(c.pop.epoch(state.runners, c.data, c.hps))
     with clock.stage("resume_wait"):  # the previous epoch's writes, done meanwhile
         run.wait_for_writes()
     if epoch > 0:
         fault_point(f"saved:{epoch - 1}")
     fault_point(f"epoch:{epoch}")
-    with clock.stage("validation"):
+    with clock.stage("validation"), run.compiles.first("validation program"):
         acting = jax.device_put(ensembles(policy_params(runners.learner, cfg.train.eval_params),
                                           len(c.groups), c.n_seeds), replicated(c.mesh))
         val = trim(jax.tree.map(to_host, c.pop.evaluate(acting, c.val_data,
@@ -292,6 +298,8 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
             :len(c.members)]
     val_sh = [sharpe_of(r, prep.periods_per_year) for r in val_returns]
     weights = val.market_weights.mean(1)  # [G, F]
+    run.work_seconds.append(time.time() - t_epoch - totals().minus(compiled_before).seconds)
+    left = time_left(run.work_seconds, cfg.train.epochs - epoch - 1)
     for k in range(len(prep.folds)):
         if k in progress.stopped:
             continue
@@ -307,7 +315,7 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
         fault_point(f"saving:{epoch}")
         _log_fold(run, k, epoch, {**records.fold_means(epoch, c.members_of(k)),
                                   **diagnostics_of(records.diagnostics, epoch, best)},
-                  val_sh[best], weights[best])
+                  val_sh[best], weights[best], left)
     progress.epochs_done = epoch + 1
     progress.epoch_seconds.append(time.time() - t_epoch)  # all but the resume state's launch
     with clock.stage("resume_state"):
@@ -357,8 +365,9 @@ def _nan_guard(c: Cohort, k: int, finite: np.ndarray, val_returns: np.ndarray) -
 
 
 def _log_fold(run: Run, k: int, epoch: int, mean: dict[str, float], val_sharpe: float,
-              weights: np.ndarray) -> None:
-    """TensorBoard scalars and the console line of fold k's epoch."""
+              weights: np.ndarray, left: float) -> None:
+    """TensorBoard scalars and the console line of fold k's epoch: its figures, the seconds
+    since the start and the training time `left` (estimated, compile excluded)."""
     if run.writers[k] is not None:
         vsn = {f"vsn/{n}": float(x)
                for n, x in zip(run.prep.features.names, weights, strict=True)}
@@ -372,7 +381,7 @@ def _log_fold(run: Run, k: int, epoch: int, mean: dict[str, float], val_sharpe: 
             f"  td {mean['td_abs']:.3f}  aux {mean['aux_loss']:.3f}"
             f"  ε {mean['epsilon']:.3f}  train Sharpe {mean['train_sharpe']:+.3f}"
             f"  val Sharpe {val_sharpe:+.3f}"
-            f"  {time.time() - run.t_start:6.1f}s")
+            f"  {time.time() - run.t_start:6.1f}s  training left ~{format_seconds(left)}")
 
 
 def score(run: Run, state: RunState, validation_only: bool) -> dict:
@@ -397,9 +406,10 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
     else:
         readers = [run.fold_checkpoints(k, 0 if is_multiprocess() else None)
                    for k in range(len(run.prep.folds))]
-        summary = score_folds(run.prep, run.run_dir, run.cohort.pop, run.template, readers,
-                              run.cohort.fold_data, *records,
-                              mesh=None if is_multiprocess() else run.cohort.mesh)
+        with run.compiles.first("scoring programs (test rollouts and baselines)"):
+            summary = score_folds(run.prep, run.run_dir, run.cohort.pop, run.template,
+                                  readers, run.cohort.fold_data, *records,
+                                  mesh=None if is_multiprocess() else run.cohort.mesh)
     summary["fingerprint"] = run.fingerprint
     summary["stopped"] = stopped
     return summary

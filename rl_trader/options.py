@@ -163,3 +163,30 @@ def run_parser(prog: str, description: str) -> Parser:
     add_config_options(parser)
     return parser
 
+
+
+def add_run_and_bars(parser: argparse.ArgumentParser, bars_help: str) -> None:
+    """RUN_DIR and BARS_FILE, positional (the form `--help` shows first) or as `--run-dir` and
+    `--data`, the names `train` uses; `run_and_bars` resolves them."""
+    parser.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a finished run directory")
+    parser.add_argument("bars", nargs="?", metavar="BARS_FILE", help=bars_help)
+    parser.add_argument("--run-dir", dest="run_dir_option", metavar="RUN_DIR", default=None,
+                        help="the run directory, instead of the positional RUN_DIR")
+    parser.add_argument("--data", dest="bars_option", metavar="BARS_FILE", default=None,
+                        help="the bar file, instead of the positional BARS_FILE")
+
+
+def run_and_bars(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[str, str]:
+    """(run directory, bar file) from either form of `add_run_and_bars`; each given once, or
+    the parser's one-line error (exit status 2)."""
+    out = []
+    for what, positional, flag, option in (("run directory", args.run_dir, "--run-dir",
+                                            args.run_dir_option),
+                                           ("bar file", args.bars, "--data", args.bars_option)):
+        metavar = "RUN_DIR" if flag == "--run-dir" else "BARS_FILE"
+        if positional is not None and option is not None:
+            parser.error(f"the {what} is given twice: as {metavar} and as {flag} (give one)")
+        if positional is None and option is None:
+            parser.error(f"the {what} is missing: give {metavar} or {flag} {metavar}")
+        out.append(positional if option is None else option)
+    return out[0], out[1]
