@@ -1,6 +1,7 @@
 """The target position for the next bar, from a saved run and a bar file ending at the latest bar.
 
     python -m experiments.predict RUN_DIR BARS_FILE [--fold K] [--position F] [--json]
+    python -m experiments.predict --run-dir RUN_DIR --data BARS_FILE [...]   (the same)
 
 Uses the last fold's ensemble (or fold K) at its best epoch; the file's features are normalised
 with the statistics saved with that fold (never re-fit). The position is decided at the close of
@@ -15,19 +16,20 @@ import json
 import sys
 
 from rl_trader.errors import InputError
+from rl_trader.options import Parser, add_run_and_bars, run_and_bars
 
 PROG = "python -m experiments.predict"  # in help and errors; rl_trader.cli passes its own
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog=prog,
+        usage=f"{prog} RUN_DIR BARS_FILE [--fold K] [--position F] [--json]\n"
+              f"       {prog} --run-dir RUN_DIR --data BARS_FILE [...]",
         description="Target position (direction, magnitude, signed fraction of equity) for the "
                     "bar after the last one in BARS_FILE, with each ensemble member's Q-values "
                     "and the VSN weights.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a finished run directory")
-    p.add_argument("bars", metavar="BARS_FILE",
-                   help="OHLCV bars (CSV, CSV.gz or Parquet) ending at the latest bar, with "
+    add_run_and_bars(p, "OHLCV bars (CSV, CSV.gz or Parquet) ending at the latest bar, with "
                         "at least the features' warm-up + look-back bars")
     p.add_argument("--fold", type=int, default=None, metavar="K",
                    help="use fold K's ensemble (default: the last fold)")
@@ -46,17 +48,24 @@ def print_prediction(pred: dict) -> None:
     from rl_trader.report import num
 
     console = Console(width=max(140, Console().width))
-    mags = list(pred["members"][0]["q_magnitude"])
+    first = pred["members"][0]
+    if "q_position" in first:  # the model head: Q of each position, and both forecasts
+        q_cols = [f"Q {p}" for p in first["q_position"]]
+        rows = [[*m["q_position"].values()] for m in pred["members"]]
+        tail = [("next log return", "aux_next_log_return", "+.5f"),
+                ("its square", "next_return_second_moment", ".2e")]
+    else:
+        q_cols = ["Q short", "Q flat", "Q long", *(f"Q ×{x}" for x in first["q_magnitude"])]
+        rows = [[*m["q_direction"].values(), *m["q_magnitude"].values()]
+                for m in pred["members"]]
+        tail = [("aux: next log return", "aux_next_log_return", "+.5f")]
     table = Table(title=f"fold {pred['fold']} (epoch {pred['epoch']}) at the close of "
                         f"{pred['last_date']} (bar {pred['last_bar']})")
-    for col in ("member", "direction", "fraction", "Q short", "Q flat", "Q long",
-                *(f"Q ×{m}" for m in mags), "aux: next log return"):
+    for col in ("member", "direction", "fraction", *q_cols, *(t for t, _, _ in tail)):
         table.add_column(col, justify="right", no_wrap=True)
-    for m in pred["members"]:
+    for m, qs in zip(pred["members"], rows, strict=True):
         table.add_row(str(m["member"]), m["direction"], num(m["fraction"], "+.2f"),
-                      *(num(q) for q in m["q_direction"].values()),
-                      *(num(q) for q in m["q_magnitude"].values()),
-                      num(m["aux_next_log_return"], "+.5f"))
+                      *(num(q) for q in qs), *(num(m[key], spec) for _, key, spec in tail))
     console.print(table)
     t = pred["target"]
     console.print(f"target for the next bar (filled at its open): [bold]{t['direction']}[/] "
@@ -74,13 +83,15 @@ def print_prediction(pred: dict) -> None:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
-    args = build_parser(prog).parse_args(argv)
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    run_dir, bars = run_and_bars(parser, args)
     from rl_trader.data import load
     from rl_trader.inference import load_policy, predict
 
     try:
-        policy = load_policy(args.run_dir, args.fold)
-        pred = predict(policy, load(args.bars), args.position)
+        policy = load_policy(run_dir, args.fold)
+        pred = predict(policy, load(bars), args.position)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -12,11 +12,6 @@ Flat handling: when the direction is flat the magnitude has no effect on the pos
 magnitude branch is *inactive*: its TD error is masked out at t−1 when the taken direction was
 flat, and it is left out of the bootstrap mean at t when the greedy direction is flat.
 
-Forecast sizing (`AgentConfig.sizing = "forecast"`): the position is (d − 1) · clip(|ŷ_t| / s,
-0, 1), ŷ_t the auxiliary head's next-bar forecast and s its root mean square over the fold's
-training bars (`position_target`), so the magnitude branch never acts: it is inactive
-everywhere, and the direction branch learns the value of each direction under that sizing.
-
 Full-action (counterfactual) backups (`AgentConfig.backup = "all"`; action augmentation, Huang
 2018). The market is exogenous, so from a stored pre-state s_{t−1} the env's own step gives the
 reward r(a) and next state s'_a of every distinct position a ∈ {flat} ∪ {short, long} × M
@@ -43,8 +38,6 @@ sliced, filtered or listed, so a module added later is covered with no change he
 """
 
 from __future__ import annotations
-
-from functools import partial
 
 import chex
 import jax
@@ -137,16 +130,15 @@ def huber(x: jax.Array, delta: float) -> jax.Array:
     return 0.5 * quad**2 + delta * (ax - quad)
 
 
-def branch_mask(direction: jax.Array, magnitude_branch: bool = True) -> jax.Array:
-    """Active branches [2] (direction, magnitude) for a direction: magnitude off when flat, and
-    everywhere when it does not size the position (`magnitude_branch` False: forecast sizing)."""
-    active = (direction != FLAT) & magnitude_branch
+def branch_mask(direction: jax.Array) -> jax.Array:
+    """Active branches [2] (direction, magnitude) for a direction: magnitude off when flat."""
+    active = direction != FLAT
     return jnp.stack([jnp.float32(1.0), active.astype(jnp.float32)])
 
 
 def bdq_target(r_t: jax.Array, discount_t: jax.Array, q_dir_t_value: jax.Array,
                q_mag_t_value: jax.Array, q_dir_t_selector: jax.Array,
-               q_mag_t_selector: jax.Array, magnitude_branch: bool = True) -> jax.Array:
+               q_mag_t_selector: jax.Array) -> jax.Array:
     """Double-DQN/BDQ target of one transition (scalar): y = r_t + γ_t · V̄(s_t), with V̄ the
     target values Q̄_b [3], [M] of the online argmaxes â_b (selectors [3], [M]) averaged over
     the branches active at â_dir, V̄(s_t) = mean_{b active} Q̄_b(s_t, â_b) (`branch_mask`)."""
@@ -155,22 +147,22 @@ def bdq_target(r_t: jax.Array, discount_t: jax.Array, q_dir_t_value: jax.Array,
     best_dir = jnp.argmax(q_dir_t_selector)
     best_mag = jnp.argmax(q_mag_t_selector)
     v_t = jnp.stack([q_dir_t_value[best_dir], q_mag_t_value[best_mag]])
-    mask_t = branch_mask(best_dir, magnitude_branch)
+    mask_t = branch_mask(best_dir)
     return r_t + discount_t * jnp.sum(v_t * mask_t) / jnp.sum(mask_t)
 
 
 def branching_double_q_td(q_dir_tm1: jax.Array, q_mag_tm1: jax.Array, a_dir_tm1: jax.Array,
                           a_mag_tm1: jax.Array, r_t: jax.Array, discount_t: jax.Array,
                           q_dir_t_value: jax.Array, q_mag_t_value: jax.Array,
-                          q_dir_t_selector: jax.Array, q_mag_t_selector: jax.Array,
-                          magnitude_branch: bool = True) -> tuple[jax.Array, jax.Array]:
+                          q_dir_t_selector: jax.Array,
+                          q_mag_t_selector: jax.Array) -> tuple[jax.Array, jax.Array]:
     """TD errors [2] and the active-branch mask [2] of one transition (see module docstring)."""
     chex.assert_rank([q_dir_tm1, q_mag_tm1], 1)
     chex.assert_rank([a_dir_tm1, a_mag_tm1], 0)
     target = bdq_target(r_t, discount_t, q_dir_t_value, q_mag_t_value, q_dir_t_selector,
-                        q_mag_t_selector, magnitude_branch)
+                        q_mag_t_selector)
     q_tm1 = jnp.stack([q_dir_tm1[a_dir_tm1], q_mag_tm1[a_mag_tm1]])
-    return jax.lax.stop_gradient(target) - q_tm1, branch_mask(a_dir_tm1, magnitude_branch)
+    return jax.lax.stop_gradient(target) - q_tm1, branch_mask(a_dir_tm1)
 
 
 def aux_loss_tm1(aux_tm1: jax.Array, aux_target_tm1: jax.Array,
@@ -202,7 +194,7 @@ def q_loss(out_tm1: QOut, out_t_online: QOut, out_t_target: QOut, a_dir_tm1: jax
     """Batch loss of the taken actions: masked Huber over branches + λ_aux · MSE of the
     next-bar return (`aux_weight` a traced scalar); both are `weighted_mean`s over the batch
     when sample weights `weight_tm1` [B] are given (bagging)."""
-    td, mask = jax.vmap(partial(branching_double_q_td, magnitude_branch=cfg.sizing == "q"))(
+    td, mask = jax.vmap(branching_double_q_td)(
         out_tm1.q_direction, out_tm1.q_magnitude, a_dir_tm1, a_mag_tm1, r_t, discount_t,
         out_t_target.q_direction, out_t_target.q_magnitude,
         out_t_online.q_direction, out_t_online.q_magnitude)
@@ -323,31 +315,20 @@ def apply_loss(state: TrainState, loss_fn, cfg: AgentConfig,
                       opt_state=opt_state, step=state.step + 1), info
 
 
-def outputs_tm1(apply_fn, params: chex.ArrayTree, obs_tm1: Obs,
-                obs_tm1_aux: Obs | None) -> QOut:
-    """The online outputs at t − 1 that the loss differentiates: every head on `obs_tm1`, and
-    the aux forecast on `obs_tm1_aux` instead when given (`AgentConfig.aux_noise` set: the
-    forecast is fit on observations with a noise level of its own; only the market part and
-    the aux head are evaluated twice, the rest of the second pass is unused)."""
-    out = apply_fn(params, obs_tm1)
-    return out if obs_tm1_aux is None else out.replace(aux=apply_fn(params, obs_tm1_aux).aux)
-
-
 def update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, a_dir_tm1: jax.Array,
            a_mag_tm1: jax.Array, r_t: jax.Array, discount_t: jax.Array,
            aux_target_tm1: jax.Array, cfg: AgentConfig, hp: HParams,
-           weight_tm1: jax.Array | None = None, train_apply_fn=None,
-           obs_tm1_aux: Obs | None = None) -> tuple[TrainState, LossInfo]:
+           weight_tm1: jax.Array | None = None,
+           train_apply_fn=None) -> tuple[TrainState, LossInfo]:
     """One gradient step on a batch of taken (n-step) transitions (`q_loss`).
 
     `train_apply_fn` (default `apply_fn`) computes the online outputs at t − 1 that the
-    gradient flows through (e.g. with dropout); the targets use `apply_fn`. `obs_tm1_aux`:
-    see `outputs_tm1`."""
+    gradient flows through (e.g. with dropout); the targets use `apply_fn`."""
     out_t_target = apply_fn(state.target_params, obs_t)
     out_t_online = jax.lax.stop_gradient(apply_fn(state.params, obs_t))
 
     def loss_fn(params):
-        out_tm1 = outputs_tm1(train_apply_fn or apply_fn, params, obs_tm1, obs_tm1_aux)
+        out_tm1 = (train_apply_fn or apply_fn)(params, obs_tm1)
         return q_loss(out_tm1, out_t_online, out_t_target, a_dir_tm1, a_mag_tm1, r_t,
                       discount_t, aux_target_tm1, cfg, hp.aux_weight, weight_tm1)
 
@@ -357,36 +338,19 @@ def update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, a_dir_tm1: jax
 def full_action_update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, r_t: jax.Array,
                        discount_t: jax.Array, aux_target_tm1: jax.Array, cfg: AgentConfig,
                        hp: HParams, weight_tm1: jax.Array | None = None,
-                       train_apply_fn=None,
-                       obs_tm1_aux: Obs | None = None) -> tuple[TrainState, LossInfo]:
+                       train_apply_fn=None) -> tuple[TrainState, LossInfo]:
     """One gradient step on a batch of full-action backups (`full_action_loss`): obs_t holds
     the K next portfolios [B, K, P] of each sample; r_t, discount_t [B, K]. `train_apply_fn`
-    and `obs_tm1_aux` as in `update`."""
+    as in `update`."""
     out_t_target = apply_positions(apply_fn, state.target_params, obs_t)
     out_t_online = jax.lax.stop_gradient(apply_positions(apply_fn, state.params, obs_t))
 
     def loss_fn(params):
-        out_tm1 = outputs_tm1(train_apply_fn or apply_fn, params, obs_tm1, obs_tm1_aux)
+        out_tm1 = (train_apply_fn or apply_fn)(params, obs_tm1)
         return full_action_loss(out_tm1, out_t_online, out_t_target, r_t, discount_t,
                                 aux_target_tm1, cfg, hp.aux_weight, weight_tm1)
 
     return apply_loss(state, loss_fn, cfg, hp)
-
-
-def position_target(direction: jax.Array, magnitude: jax.Array, aux: jax.Array,
-                    scale: jax.Array | None, sizing: str, env_cfg: EnvConfig) -> jax.Array:
-    """Signed target fraction of actions (direction, magnitude index; any shape):
-
-        sizing "q":         p* = (d − 1) · magnitudes[m]               (`env.target_fraction`)
-        sizing "forecast":  p* = (d − 1) · min(1, |ŷ| / s)
-
-    with ŷ the aux head's forecast (`aux`, normalised next-bar return, same shape) and s > 0
-    its root mean square over the fold's training bars (`evaluate.forecast_scale`): a forecast
-    of typical size is a full position, as in the ridge baseline's rule.
-    """
-    if sizing == "q":
-        return env.target_fraction(direction, magnitude, env_cfg)
-    return (direction - 1).astype(jnp.float32) * jnp.minimum(1.0, jnp.abs(aux) / scale)
 
 
 def epsilon(env_steps: jax.Array, total_env_steps: int, cfg: AgentConfig,

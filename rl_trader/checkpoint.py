@@ -55,18 +55,23 @@ def flat_params(params: Any) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in _flat(params).items()}
 
 
+UNHASHED = ("precision", "td_to_encoder")
+HASHED_UNLESS = {"q_head": "generic", "embedding": "none"}  # NetConfig fields of issue 27
+
+
 def fingerprint(params: Any, net_cfg: NetConfig, n_magnitudes: int) -> str:
     """Stable hash (16 hex chars) of the params' (path, shape, dtype) and the network config.
 
     Independent of the parameter values (abstract `jax.eval_shape` trees work too); changes with
-    any leaf's path, shape or dtype, any `NetConfig` field but the matmul precision (the
-    params are float32 in every case) and `linear_path` (its leaf is hashed; left out of the
-    config part, runs saved before it existed keep their fingerprint), or the number of
-    magnitudes.
+    any leaf's path, shape or dtype, any `NetConfig` field but those that leave the params'
+    structure and meaning alone (`UNHASHED`: the matmul precision, the params being float32
+    in every case, and where the TD gradient flows), or the number of magnitudes. A field
+    added later is hashed only away from the value runs had before it (`HASHED_UNLESS`), so
+    runs saved before it existed keep their fingerprint.
     """
     leaves = sorted((k, list(v.shape), str(np.dtype(v.dtype))) for k, v in _flat(params).items())
     net = {k: v for k, v in dataclasses.asdict(net_cfg).items()
-           if k not in ("precision", "linear_path")}
+           if k not in UNHASHED and HASHED_UNLESS.get(k, object()) != v}
     blob = json.dumps({"leaves": leaves, "net": net,
                        "n_magnitudes": int(n_magnitudes)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

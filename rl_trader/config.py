@@ -72,7 +72,9 @@ PORTFOLIO_INPUTS = ("all", "no_returns")  # what `fold_data.observe` passes of t
 class FeatureConfig:
     """Causal market features and the look-back window the network sees."""
 
-    lookback: int = option(32, "look-back window in bars (including bar t)")
+    lookback: int = option(
+        32, "look-back window in bars (including bar t); 1: bar-level inputs (the bar-t "
+        "variables alone, no window context)")
     clip: float = option(5.0, "normalised features are clipped to [-clip, clip]")
     portfolio_inputs: str = option(
         "all", "portfolio features the network sees: all, or no_returns (unrealised return "
@@ -80,7 +82,7 @@ class FeatureConfig:
         "around --obs-noise)", choices=PORTFOLIO_INPUTS)
 
     def validate(self) -> None:
-        _check(2 <= self.lookback <= 512, "--lookback", "an integer in [2, 512]", self.lookback)
+        _check(1 <= self.lookback <= 512, "--lookback", "an integer in [1, 512]", self.lookback)
         _check(0.5 <= self.clip <= 100, "--clip", "in [0.5, 100]", self.clip)
         _check(self.portfolio_inputs in PORTFOLIO_INPUTS, "--portfolio-inputs",
                "all or no_returns", self.portfolio_inputs)
@@ -140,18 +142,30 @@ class EnvConfig:
 
 
 PRECISIONS = ("tf32", "fp32", "bf16")
+Q_HEADS = ("generic", "model")  # `networks.make_network`
+EMBEDDINGS = ("none", "ple")  # `networks.VariableGRNs`
 
 
 @dataclass(frozen=True)
 class NetConfig:
-    """Q-network widths (VSN/GRN as in the Temporal Fusion Transformer)."""
+    """Q-network: its head, widths (VSN/GRN as in the Temporal Fusion Transformer) and the
+    encoding of each input variable."""
 
+    q_head: str = option(
+        "generic", "Q-function: generic (a branching dueling Q-network learnt by TD) or model "
+        "(Q assembled from the known reward: forecasts of the next return's first two "
+        "moments learnt by regression, the env's cost, and a continuation learnt by TD)",
+        choices=Q_HEADS)
     hidden: int = option(32, "per-variable embedding and VSN width")
     trunk: int = option(64, "trunk GRN width")
-    context: int = option(32, "width of the look-back context vector")
-    linear_path: bool = option(
-        False, "add a linear function of the market row x_t to every head (aux forecast and "
-        "each branch's advantages), beside the network: the model ridge fits, learnt jointly")
+    context: int = option(32, "width of the look-back context vector (unused at --lookback 1)")
+    embedding: str = option(
+        "none", "encoding of each normalised input variable before its GRN: none (the scalar) "
+        "or ple (piecewise-linear encoding over fixed bins, Gorishniy et al. 2022)",
+        choices=EMBEDDINGS)
+    td_to_encoder: bool = option(
+        False, "model head: let the TD loss's gradient reach the market encoder (market VSN "
+        "and look-back context); off: only the forecast regressions train it")
     # Parameters, optimiser state and the loss stay float32 in every case.
     precision: str = option(
         "tf32", "matmul precision: tf32 (the backend default: TF32 tensor cores on NVIDIA "
@@ -164,10 +178,11 @@ class NetConfig:
             _check(1 <= v <= 4096, "--" + name, "an integer in [1, 4096]", v)
         _check(self.precision in PRECISIONS, "--precision", "one of " + ", ".join(PRECISIONS),
                self.precision)
+        _check(self.q_head in Q_HEADS, "--q-head", "generic or model", self.q_head)
+        _check(self.embedding in EMBEDDINGS, "--embedding", "none or ple", self.embedding)
 
 
 BACKUPS = ("taken", "all")
-SIZINGS = ("q", "forecast")
 DECAY_TARGETS = ("all", "kernels")
 
 
@@ -199,10 +214,6 @@ class AgentConfig:
     batch_size: int = option(256, "gradient batch size", flag="--batch")
     huber_delta: float = option(1.0, "Huber loss threshold of the TD error")
     aux_weight: float = option(0.1, "weight of the next-bar-return loss", sweep=True)
-    aux_noise: float | None = option(
-        None, "std of the Gaussian noise on the observations the next-bar-return loss is fit "
-        "on, drawn apart from the TD loss's (0: clean inputs); default: the TD loss's own noisy "
-        "observations (--obs-noise)")
     reward_scale: float = option(100.0, "rewards are log growth × this (percent)")
     eps_start: float = option(1.0, "initial ε of the ε-greedy exploration")
     eps_end: float = option(
@@ -212,14 +223,10 @@ class AgentConfig:
         0.5, "fraction of all training env steps over which ε decays to --eps-end",
         flag="--eps-decay", sweep=True)
     replay_capacity: int = option(2048, "time steps per env kept in the replay ring")
-    backup: str = option("taken", "TD backups: taken (n-step, the action taken) or all "
-                         "(1-step, every position from the same state: full-action backups)",
-                         choices=BACKUPS)
-    sizing: str = option(
-        "q", "position size: q (the magnitude branch's greedy magnitude) or forecast "
-        "(min(1, |ŷ| / s): the aux head's next-bar forecast over its root mean square on the "
-        "fold's train bars, as ridge sizes; the direction stays the Q-network's; taken "
-        "backups only)", choices=SIZINGS)
+    backup: str | None = option(
+        None, "TD backups: taken (n-step, the action taken; generic head only) or all "
+        "(1-step, every position from the same state: full-action backups); default: taken "
+        "for the generic head, all for the model head", choices=BACKUPS)
     bootstrap_block: int = option(
         0, "bagging: each member weights the train bars by its own double-or-nothing bootstrap "
         "of blocks of this many bars (0: off)")
@@ -246,17 +253,8 @@ class AgentConfig:
                self.replay_capacity)
         _check(self.bootstrap_block >= 0, "--bootstrap-block", "an integer ≥ 0 (0: off)",
                self.bootstrap_block)
-        _check(self.backup in BACKUPS, "--backup", "taken or all", self.backup)
-        _check(self.sizing in SIZINGS, "--sizing", "q or forecast", self.sizing)
-        _check(self.aux_noise is None or 0 <= self.aux_noise <= 10, "--aux-noise",
-               "in [0, 10]", self.aux_noise)
-        _check(self.sizing == "q" or self.backup == "taken", "--sizing",
-               "q when --backup is all (forecast sizing needs --backup taken: full-action "
-               "backups enumerate the magnitudes)",
-               self.sizing)
-        _check(self.sizing == "q" or self.aux_weight > 0, "--sizing",
-               "q when --aux-weight is 0 (forecast sizing needs a trained forecast)",
-               self.sizing)
+        _check(self.backup is None or self.backup in BACKUPS, "--backup", "taken or all",
+               self.backup)
         _check(self.weight_decay_on in DECAY_TARGETS, "--weight-decay-on", "all or kernels",
                self.weight_decay_on)
 
@@ -322,6 +320,13 @@ class RunConfig:
     def validate(self) -> RunConfig:
         for name in SECTIONS:
             getattr(self, name).validate()
+        model = self.net.q_head == "model"
+        _check(not (model and self.agent.backup == "taken"), "--backup",
+               "all or unset with --q-head model (it backs up every position)",
+               self.agent.backup)
+        _check(not (model and self.env.reward == "dsr"), "--reward",
+               "log or mean_variance with --q-head model (its reward is a known function of "
+               "the next return; the DSR's depends on the path)", self.env.reward)
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:
@@ -359,14 +364,42 @@ def preset(name: str) -> RunConfig:
 
 # Fields added after configurations were saved whose default is not what runs did before the
 # field existed: a saved configuration without the field keeps its old behaviour.
-BEFORE_FIELD = {"agent": {"weight_decay_on": "all"}}  # the default since 2026-12-01: kernels
+BEFORE_FIELD = {"agent": {"weight_decay_on": "all"},  # the default since 2026-12-01: kernels
+                "net": {"q_head": "generic", "embedding": "none"}}  # fields of issue 27
+# Fields removed (options superseded, issue 27; docs/learning.md keeps their studies), with the
+# one value every run still reads the same way: a saved configuration holding that value loads
+# (the field is dropped), any other value is refused in one line.
+REMOVED_FIELDS = {
+    ("net", "linear_path"): (False, "study 13"),
+    ("agent", "aux_noise"): (None, "studies 14-15"),
+    ("agent", "sizing"): ("q", "study 12"),
+}
+
+
+def _drop_removed(d: dict) -> dict:
+    """`d` (a saved `RunConfig.to_dict`) without the `REMOVED_FIELDS`; InputError naming the
+    field when one holds a value today's code cannot reproduce."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
+    for (section, name), (same, where) in REMOVED_FIELDS.items():
+        part = out.get(section)
+        if isinstance(part, dict) and name in part:
+            value = part.pop(name)
+            if value != same:
+                raise InputError(
+                    f"saved configuration sets {section}.{name}={value!r}, an option removed "
+                    f"on 2026-12-01 (its results: {where} in docs/learning.md); this version "
+                    f"runs only {section}.{name}={same!r}")
+    return out
 
 
 def config_from_dict(d: dict) -> RunConfig:
     """Inverse of `RunConfig.to_dict` (e.g. a run's saved config.json); tuples restored and
     every value's type checked against its annotation (InputError naming the first wrong
     field, e.g. `train.epochs='3'`); a field missing from an older file takes the value of
-    `BEFORE_FIELD`, else its default. Not validated: call `.validate()`."""
+    `BEFORE_FIELD`, else its default; a removed field is dropped or refused
+    (`REMOVED_FIELDS`). Not validated: call `.validate()`."""
+    if isinstance(d, dict):
+        d = _drop_removed(d)
     try:
         kw = {name: cls(**(BEFORE_FIELD.get(name, {}) | d[name]))
               for name, cls in SECTIONS.items()}

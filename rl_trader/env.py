@@ -167,6 +167,32 @@ def reward(growth: jax.Array, a_tm1: jax.Array, b_tm1: jax.Array,
     return r, a_t, b_t
 
 
+def risk_curvature(cfg: EnvConfig) -> float:
+    """κ of `expected_reward`: 1 for the log reward, PERCENT·λ for mean_variance."""
+    if cfg.reward == "log":
+        return 1.0
+    if cfg.reward == "mean_variance":
+        return PERCENT * cfg.risk_aversion
+    raise ValueError(f"the {cfg.reward!r} reward is path-dependent: no expected_reward")
+
+
+def expected_reward(position: jax.Array, target: jax.Array, mean: jax.Array,
+                    second_moment: jax.Array, cfg: EnvConfig) -> jax.Array:
+    """The learning reward `reward` (before reward_scale) expected for moving from the signed
+    fraction p = `position` to a = `target` and holding a over a bar whose log return ℓ has
+    E[ℓ] = `mean` = μ and E[ℓ²] = `second_moment` = m₂, to second order (arrays broadcast):
+
+        E[R](p → a) ≈ a·(μ + ½·m₂) − ½·κ·a²·m₂ − cost(a − p)
+
+    On a bar with no gap (open = previous close) the step's net return is x = a·(e^ℓ − 1) − c
+    with c = `trade_cost`(a − p) (as `step` computes it); log(1 + x) = aℓ + ½a(1 − a)ℓ² − c
+    + O(ℓ³, cℓ) gives κ = 1, and (R − ½λR²)/100 with R = 100·x gives κ = 100·λ
+    (`risk_curvature`). The DSR reward depends on the path: refused (ValueError)."""
+    kappa = risk_curvature(cfg)
+    return (target * (mean + 0.5 * second_moment) - 0.5 * kappa * target**2 * second_moment
+            - trade_cost(target - position, cfg))
+
+
 def step(state: EnvState, target: jax.Array, prices: Prices,
          cfg: EnvConfig) -> tuple[EnvState, StepOut]:
     """Fill `target` (signed fraction of equity) at the next open and mark to the next close.

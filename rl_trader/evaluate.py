@@ -17,12 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from rl_trader import env
-from rl_trader.agent import branch_mask, position_target
+from rl_trader import env, model_q
+from rl_trader.agent import branch_mask
 from rl_trader.config import RunConfig
 from rl_trader.fold_data import FoldData, observe, training_bars
 from rl_trader.metrics import sharpe
-from rl_trader.networks import QNetwork
+from rl_trader.networks import make_network
 
 
 @struct.dataclass
@@ -90,44 +90,41 @@ def weighted_rms(y: jax.Array, w: jax.Array) -> jax.Array:
     return jnp.maximum(jnp.sqrt((w * y**2).sum() / jnp.maximum(w.sum(), 1.0)), 1e-12)
 
 
-FORECAST_CHUNK = 256  # bars per network call in `forecast_scale` (bounds its memory)
-
-
-def forecast_scale(net: QNetwork, params, data: FoldData, cfg: RunConfig) -> jax.Array:
-    """s = `weighted_rms` of one member's aux forecast ŷ_t over the training bars
-    (w = `training_bars`, as the ridge baseline's scale). Evaluated over the bars in chunks of
-    FORECAST_CHUNK; the aux head does not read the portfolio group, so it gets zeros."""
-    port = jnp.zeros((len(env.PORTFOLIO_NAMES),))
-    y_hat = jax.lax.map(lambda t: net.apply(params, observe(data, t, port, cfg.features)).aux,
-                        jnp.arange(data.features.shape[0]), batch_size=FORECAST_CHUNK)
-    return weighted_rms(y_hat, training_bars(data).astype(jnp.float32))
-
-
 def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
-    """The agent's greedy policy. `params` stack an ensemble of S agents on a leading axis;
-    each takes its greedy action (argmax per branch; its position by `agent.position_target`,
-    with forecast sizing each member's own scale `forecast_scale` on `data`'s training bars)
-    and the position is their mean target, p* = (1/S) Σ_s p*_s (S = 1: a single agent). VSN
-    weights are averaged likewise, and so is the Q of the greedy action, Q(s, â) = mean over
-    the active branches b of Q_b(s, â_b) (the value the learner bootstraps from)."""
-    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    """The agent's greedy policy. `params` stack an ensemble of S agents on a leading axis.
+
+    Generic head: each member takes its greedy action (argmax per branch) and the position is
+    their mean target, p* = (1/S) Σ_s p*_s (S = 1: a single agent); the reported Q of the
+    greedy action is Q(s, â) = mean over the active branches b of Q_b(s, â_b) (the value the
+    learner bootstraps from), averaged over the members.
+    Model head: the members' assembled Q over the K positions (`model_q.assemble`, linear in
+    the forecasts and the continuation, so this averages those) is averaged, and the
+    ensemble holds the best position of that mean, p* = a_k*, k* = argmax_k (1/S) Σ_s Q_s(a_k).
+    VSN weights and the forecast ŷ (the aux head, μ̂ for the model head) are averaged too."""
+    net = make_network(cfg.net, len(cfg.env.magnitudes))
     apply = jax.vmap(net.apply, in_axes=(0, None))
-    sizing = cfg.agent.sizing
-    scale = (jax.vmap(forecast_scale, in_axes=(None, 0, None, None))(net, params, data, cfg)
-             if sizing == "forecast" else None)
+    model = cfg.net.q_head == "model"
 
     def decide(key, state, port):
         del key
         q = apply(params, observe(data, state.t, port, cfg.features))
+        aux = Aux(market_weights=q.market_weights.mean(0),
+                  portfolio_weights=q.portfolio_weights.mean(0), q=jnp.float32(0.0),
+                  forecast=q.aux.mean())
+        if model:
+            n = q.aux.shape[0]
+            q_pos = model_q.assemble(q, jnp.full((n,), port[0]),
+                                     jnp.full((n,), data.return_scale[state.t]), cfg.env,
+                                     cfg.agent.reward_scale).mean(0)
+            best = jnp.argmax(q_pos)
+            return model_q.position_fractions(cfg.env)[best], aux.replace(q=q_pos[best])
         d, m = jnp.argmax(q.q_direction, -1), jnp.argmax(q.q_magnitude, -1)
-        targets = position_target(d, m, q.aux, scale, sizing, cfg.env)
+        targets = env.target_fraction(d, m, cfg.env)
         q_dir = jnp.take_along_axis(q.q_direction, d[:, None], -1)[:, 0]
         q_mag = jnp.take_along_axis(q.q_magnitude, m[:, None], -1)[:, 0]
-        mag_active = jax.vmap(partial(branch_mask, magnitude_branch=sizing == "q"))(d)[:, 1]
+        mag_active = jax.vmap(branch_mask)(d)[:, 1]
         q_greedy = jnp.where(mag_active > 0, 0.5 * (q_dir + q_mag), q_dir)
-        return targets.mean(), Aux(market_weights=q.market_weights.mean(0),
-                                   portfolio_weights=q.portfolio_weights.mean(0),
-                                   q=q_greedy.mean(), forecast=q.aux.mean())
+        return targets.mean(), aux.replace(q=q_greedy.mean())
 
     return decide
 
@@ -201,18 +198,53 @@ class RidgeFit:
     val_sharpe: jax.Array  # [len(RIDGE_ALPHAS)] per-bar validation Sharpe of each penalty
 
 
+def forecast_position(y_hat: jax.Array, scale: jax.Array) -> jax.Array:
+    """The supervised baselines' position rule, clip(ŷ / s, −1, 1): sized in proportion to
+    the forecast (mean-variance sizing for a forecast at constant risk; a near-zero forecast
+    trades little, unlike its sign), a forecast of typical size s is a full position, and
+    never beyond 1× equity."""
+    return jnp.clip(y_hat / scale, -1.0, 1.0)
+
+
 def ridge_decide(fit: RidgeFit, data: FoldData, cfg: RunConfig) -> Decide:
-    """Position clip(ŷ_t / s, −1, 1): sized in proportion to the forecast (mean-variance sizing
-    for a linear forecast at constant risk; a near-zero forecast trades little, unlike its sign),
-    a forecast of typical size s is a full position, and never beyond 1× equity. Reports ŷ_t
-    as its forecast."""
+    """Ridge's forecast ŷ_t = x_tᵀβ + b traded by `forecast_position`; reports ŷ_t as its
+    forecast."""
     aux = _no_weights(data, cfg)
 
     def decide(key, state, port):
         y_hat = data.features[state.t] @ fit.beta + fit.intercept
-        return jnp.clip(y_hat / fit.scale, -1.0, 1.0), aux.replace(forecast=y_hat)
+        return forecast_position(y_hat, fit.scale), aux.replace(forecast=y_hat)
 
     return decide
+
+
+@struct.dataclass
+class Forecast:
+    """A forecast of the next-bar target at every bar, ŷ [T_b], and its position scale s."""
+
+    y_hat: jax.Array
+    scale: jax.Array
+
+
+def forecast_decide(f: Forecast, data: FoldData, cfg: RunConfig) -> Decide:
+    """A precomputed forecast (e.g. the gbm baseline's) traded by `forecast_position`;
+    reports ŷ_t as its forecast."""
+    aux = _no_weights(data, cfg)
+    return lambda key, state, port: (forecast_position(f.y_hat[state.t], f.scale),
+                                     aux.replace(forecast=f.y_hat[state.t]))
+
+
+@partial(jax.jit, static_argnums=(2, 3))
+def forecast_val_sharpes(forecasts: Forecast, data: FoldData, val_steps: int,
+                         cfg: RunConfig) -> jax.Array:
+    """Per-bar validation Sharpe [C] of C candidate forecasts (leaves [C, ...]) traded by
+    `forecast_position` through the env: the selection criterion of the fitted baselines."""
+    def one(f):
+        r = rollout(forecast_decide(f, data, cfg), data, data.val[0], val_steps, cfg,
+                    jax.random.PRNGKey(0))
+        return sharpe(r.returns, 1.0, valid=data.val[1] - data.val[0])
+
+    return jax.vmap(one)(forecasts)
 
 
 @partial(jax.jit, static_argnums=(1, 2))
@@ -273,23 +305,29 @@ def vol_target_decide(data: FoldData, cfg: RunConfig) -> Decide:
     return lambda key, state, port: (positions[state.t], aux)
 
 
-FITTED_BASELINES = ("ridge", "vol_target")  # fit on a fold's train (and validation) bars
-BASELINES = ("buy_and_hold", "flat", "momentum_20", "ridge", "vol_target", "random")
+# fit on a fold's train (and validation) bars
+FITTED_BASELINES = ("ridge", "gbm", "vol_target")
+BASELINES = ("buy_and_hold", "flat", "momentum_20", "ridge", "gbm", "vol_target", "random")
+SUPERVISED_BASELINES = ("ridge", "gbm")  # forecasters of the next bar on the same features
 
 
 @partial(jax.jit, static_argnums=(2, 3, 5))
 def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunConfig,
-                      random_keys: jax.Array, val_steps: int | None) -> dict[str, Rollout]:
+                      random_keys: jax.Array, val_steps: int | None,
+                      gbm: Forecast | None = None) -> dict[str, Rollout]:
     """Buy-and-hold, flat, 20-bar momentum, ridge (fit on train, α on validation, see
-    `fit_ridge` for `val_steps`), vol target, and the random policy once per key (leaves of
-    `random` get a leading [R] axis), over the same segment with the same costs. With
-    `val_steps` None (no train or validation block: a backtest on new bars) the baselines fit
-    to the training data, `FITTED_BASELINES`, are left out."""
+    `fit_ridge` for `val_steps`), the gbm baseline's forecast `gbm` (`gbm.fit_gbm`), vol
+    target, and the random policy once per key (leaves of `random` get a leading [R] axis),
+    over the same segment with the same costs. With `val_steps` None (no train or validation
+    block: a backtest on new bars) the baselines fit to the training data,
+    `FITTED_BASELINES`, are left out; gbm also when `gbm` is None."""
     fixed = {"buy_and_hold": constant_decide(1.0, data, cfg),
              "flat": constant_decide(0.0, data, cfg),
              "momentum_20": momentum_decide(20, data, cfg)}
     if val_steps is not None:
         fixed["ridge"] = ridge_decide(fit_ridge(data, val_steps, cfg), data, cfg)
+        if gbm is not None:
+            fixed["gbm"] = forecast_decide(gbm, data, cfg)
         fixed["vol_target"] = vol_target_decide(data, cfg)
     out = {name: rollout(d, data, start, length, cfg, random_keys[0]) for name, d in fixed.items()}
     out["random"] = jax.vmap(lambda k: rollout(random_decide(data, cfg), data, start, length,

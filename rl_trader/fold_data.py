@@ -53,6 +53,7 @@ class FoldData:
     features: jax.Array  # float32 [T_b, F], normalised with train statistics
     prices: Prices  # float32 [T_b]
     aux_target: jax.Array  # float32 [T_b]: next-bar log return / train std (used at t < end − 1)
+    return_scale: jax.Array  # float32 [T_b]: s, that train std, of each bar's instrument
     train: jax.Array  # int32 [2]: half-open bar range
     val: jax.Array  # int32 [2]
     test: jax.Array  # int32 [2]
@@ -93,11 +94,13 @@ def fold_normaliser(values: np.ndarray, close: np.ndarray,
 
 
 def _normalised(values: np.ndarray, close: np.ndarray, start: int, end: int,
-                clip: float) -> tuple[np.ndarray, np.ndarray]:
-    """(features, aux target) of one instrument, normalised with its bars [start, end)."""
+                clip: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(features, aux target, its scale per bar) of one instrument, normalised with its bars
+    [start, end)."""
     norm, scale = segment_normaliser(values, close, start, end)
     return (normalise(values, norm, clip),
-            np.clip(next_bar_log_return(close) / scale, -clip, clip))
+            np.clip(next_bar_log_return(close) / scale, -clip, clip),
+            np.full(len(close), scale))
 
 
 def make_fold_data(open_: np.ndarray, close: np.ndarray, feats: MarketFeatures, fold: Fold,
@@ -105,29 +108,32 @@ def make_fold_data(open_: np.ndarray, close: np.ndarray, feats: MarketFeatures, 
     """Fit the normalisers (the target's on `fold.train`, each pooled instrument's on its own
     train-date bars) and move the fold's arrays to the device, the pooled instruments' bars
     after the target's."""
-    features, aux = _normalised(feats.values, close, *fold.train, clip)
-    parts = [(features, open_, close, aux)]
+    features, aux, scale = _normalised(feats.values, close, *fold.train, clip)
+    parts = [(features, open_, close, aux, scale)]
     episodes, offset = [fold.train], len(close)
     for seg in pool:
-        features, aux = _normalised(seg.features, seg.close, seg.start, seg.end, clip)
-        parts.append((features, seg.open, seg.close, aux))
+        features, aux, scale = _normalised(seg.features, seg.close, seg.start, seg.end, clip)
+        parts.append((features, seg.open, seg.close, aux, scale))
         episodes.append((offset + seg.start, offset + seg.end))
         offset += len(seg.close)
-    features, opens, closes, auxes = (np.concatenate(x) for x in zip(*parts, strict=True))
-    return device_fold_data(features, opens, closes, auxes, fold.train, fold.val, fold.test,
-                            episodes)
+    features, opens, closes, auxes, scales = (np.concatenate(x)
+                                              for x in zip(*parts, strict=True))
+    return device_fold_data(features, opens, closes, auxes, scales, fold.train, fold.val,
+                            fold.test, episodes)
 
 
 def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
-                     aux_target: np.ndarray, train, val, test,
+                     aux_target: np.ndarray, return_scale: np.ndarray | float, train, val, test,
                      episodes: Sequence[Sequence[int]] | None = None) -> FoldData:
-    """`FoldData` from host arrays over T bars (features [T, F], the rest [T]) and segment
-    bounds (half-open bar ranges; `episodes` [I, 2], default the train segment alone): float32
-    on the device, the bar axis padded to `bucket(T)` with copies of bar T − 1 (`pad_bars`)."""
+    """`FoldData` from host arrays over T bars (features [T, F], the rest [T]; `return_scale`
+    [T] or one value for every bar) and segment bounds (half-open bar ranges; `episodes`
+    [I, 2], default the train segment alone): float32 on the device, the bar axis padded to
+    `bucket(T)` with copies of bar T − 1 (`pad_bars`)."""
     episodes = [train] if episodes is None else episodes
     return FoldData(features=pad_bars(features),
                     prices=Prices(open=pad_bars(open_), close=pad_bars(close)),
                     aux_target=pad_bars(aux_target),
+                    return_scale=pad_bars(np.broadcast_to(return_scale, (len(close),))),
                     train=jnp.asarray(train, jnp.int32), val=jnp.asarray(val, jnp.int32),
                     test=jnp.asarray(test, jnp.int32),
                     episodes=jnp.asarray(np.asarray(episodes, np.int32).reshape(-1, 2)))

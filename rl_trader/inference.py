@@ -34,7 +34,8 @@ from rl_trader.errors import InputError
 from rl_trader.features import Normaliser, compute_features, next_bar_log_return, normalise
 from rl_trader.fold_data import FoldData, device_fold_data, observe
 from rl_trader.metrics import geometric_mean_positive, sharpe
-from rl_trader.networks import Obs, QNetwork, QOut
+from rl_trader.model_q import assemble, position_fractions
+from rl_trader.networks import ModelOut, Obs, QOut, make_network
 from rl_trader.rundir import write_json
 from rl_trader.scoring import compare, save_returns
 from rl_trader.stats import min_track_record_length, moments, probabilistic_sharpe_ratio
@@ -83,7 +84,7 @@ def _read_json(path: Path) -> dict:
 def learner_template(cfg: RunConfig, n_features: int, seeds: int) -> TrainState:
     """Zero learner state of `seeds` members (leading axis) with the training run's structure,
     as host numpy arrays (shapes from `jax.eval_shape`: nothing is initialised or compiled)."""
-    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    net = make_network(cfg.net, len(cfg.env.magnitudes))
     dummy = Obs(market=jnp.zeros((n_features,)),
                 window=jnp.zeros((cfg.features.lookback, n_features)),
                 portfolio=jnp.zeros((len(env.PORTFOLIO_NAMES),)))
@@ -124,12 +125,10 @@ def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:
     if "inference" not in meta:
         raise InputError(f"checkpoint {directory} holds no inference metadata (normaliser, "
                          "feature order): written by an older version; re-run the training")
-    cfg = config_from_dict(meta["config"])
-    if cfg.agent.sizing != "q":
-        raise InputError(f"run {run_dir} was trained with --sizing {cfg.agent.sizing}: its "
-                         "positions are scaled by the forecast's root mean square on the fold's "
-                         "train bars, which the checkpoint does not store; acting on new bars "
-                         "supports --sizing q runs only")
+    try:
+        cfg = config_from_dict(meta["config"])
+    except InputError as err:
+        raise InputError(f"run {run_dir}: {err}") from None
     params = restore_acting(directory, cfg, len(meta["inference"]["feature_names"]),
                             int(meta["seeds"]), meta["epoch"])
     return Policy(run_dir=run_dir, fold=fold, epoch=int(meta["epoch"]), cfg=cfg, meta=meta,
@@ -162,7 +161,7 @@ def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
     aux = np.clip(next_bar_log_return(bars.close) / float(info["aux_scale"]), -clip, clip)
     segment = [policy.start, n]
     return device_fold_data(normalise(feats.values, policy.normaliser, clip), bars.open,
-                            bars.close, aux, segment, segment, segment)
+                            bars.close, aux, float(info["aux_scale"]), segment, segment, segment)
 
 
 def held_state(t: int, position: float, data: FoldData) -> env.EnvState:
@@ -178,16 +177,24 @@ def held_state(t: int, position: float, data: FoldData) -> env.EnvState:
 
 @partial(jax.jit, static_argnums=3)
 def act(params, data: FoldData, state: env.EnvState,
-        cfg: RunConfig) -> tuple[jax.Array, jax.Array, jax.Array, QOut, jax.Array]:
+        cfg: RunConfig) -> tuple[jax.Array, jax.Array, jax.Array, QOut | ModelOut, jax.Array,
+                                 jax.Array | None]:
     """At the close of bar `state.t`: the ensemble's target (`greedy_decide`), its mean VSN
-    weights (market [F], portfolio [P]), every member's network outputs (leading axis [S]) and
-    the portfolio features [P]."""
+    weights (market [F], portfolio [P]), every member's network outputs (leading axis [S]),
+    the portfolio features [P] and, for the model head, every member's assembled Q over the
+    K positions [S, K] (None for the generic head)."""
     port = env.portfolio_features(state, data.prices)
     target, aux = ev.greedy_decide(params, data, cfg)(None, state, port)
-    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    net = make_network(cfg.net, len(cfg.env.magnitudes))
     out = jax.vmap(net.apply, in_axes=(0, None))(
         params, observe(data, state.t, port, cfg.features))
-    return target, aux.market_weights, aux.portfolio_weights, out, port
+    q_pos = None
+    if cfg.net.q_head == "model":
+        n = out.aux.shape[0]
+        q_pos = assemble(out, jnp.full((n,), port[0]),
+                         jnp.full((n,), data.return_scale[state.t]), cfg.env,
+                         cfg.agent.reward_scale)
+    return target, aux.market_weights, aux.portfolio_weights, out, port, q_pos
 
 
 def _when(date: np.datetime64) -> str:
@@ -208,19 +215,27 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
                          f"[-{MAX_HELD:g}, {MAX_HELD:g}]")
     data = market_data(policy, bars)
     t = len(bars) - 1
-    target, w_m, w_p, out, port = jax.tree.map(
+    target, w_m, w_p, out, port, q_pos = jax.tree.map(
         np.asarray, act(policy.params, data, held_state(t, position, data), policy.cfg))
-    info, mags = policy.info, policy.cfg.env.magnitudes
+    info, mags, scale = policy.info, policy.cfg.env.magnitudes, float(policy.info["aux_scale"])
     members = []
-    for s in range(out.q_direction.shape[0]):
-        d, m = int(np.argmax(out.q_direction[s])), int(np.argmax(out.q_magnitude[s]))
-        frac = (d - 1) * mags[m]
-        members.append({
-            "member": s, "direction": DIRECTIONS[d], "magnitude": abs(frac), "fraction": frac,
-            "q_direction": dict(zip(DIRECTIONS, map(float, out.q_direction[s]), strict=True)),
-            "q_magnitude": {f"{x:g}": float(q) for x, q in zip(mags, out.q_magnitude[s],
-                                                                strict=True)},
-            "aux_next_log_return": float(out.aux[s]) * float(info["aux_scale"])})
+    for s in range(out.aux.shape[0]):
+        if q_pos is None:
+            d, m = int(np.argmax(out.q_direction[s])), int(np.argmax(out.q_magnitude[s]))
+            frac = (d - 1) * mags[m]
+            q = {"q_direction": dict(zip(DIRECTIONS, map(float, out.q_direction[s]),
+                                         strict=True)),
+                 "q_magnitude": {f"{x:g}": float(q) for x, q in zip(mags, out.q_magnitude[s],
+                                                                     strict=True)}}
+        else:
+            fractions = np.asarray(position_fractions(policy.cfg.env), np.float64)
+            frac = float(fractions[int(np.argmax(q_pos[s]))])
+            q = {"q_position": {f"{x:+g}": float(v) for x, v in zip(fractions, q_pos[s],
+                                                                    strict=True)},
+                 "next_return_second_moment": float(out.second_moment[s]) * scale**2}
+        members.append({"member": s, "direction": _direction(frac), "magnitude": abs(frac),
+                        "fraction": frac, **q,
+                        "aux_next_log_return": float(out.aux[s]) * scale})
     fraction = float(target)
     return {
         "run_dir": str(policy.run_dir), "fold": policy.fold, "epoch": policy.epoch,
@@ -259,14 +274,15 @@ def _headline(returns: np.ndarray, ppy: float) -> dict:
 def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, ev.Rollout], ev.Rollout]:
     """Score the policy on `bars` from `start` to the last bar, starting flat, beside the
     baselines with the same costs: (the summary, every policy's rollout, the random policy's
-    rollouts [R, bars]). The baselines fit to a fold's training data (ridge, vol target) are
+    rollouts [R, bars]). The baselines fit to a fold's training data (ridge, gbm, vol target) are
     left out: the new file has no train or validation block to fit them on."""
     data = market_data(policy, bars, min_returns=2)
     cfg, ppy, info = policy.cfg, float(policy.info["periods_per_year"]), policy.info
     start, end = policy.start, len(bars)
     steps = bucket(end - start)
     agent = trim(_agent_rollout(policy.params, data, start, steps, cfg), end - start, axis=0)
-    policies, metrics, rand = compare(agent, data, start, end - start, steps, cfg, ppy, None)
+    policies, metrics, rand, _ = compare(agent, data, start, end - start, steps, cfg, ppy,
+                                         None)
     rand_sharpes = [float(sharpe(r, ppy)) for r in np.asarray(rand.returns, np.float64)]
     returns = np.asarray(agent.returns, np.float64)
     dates = bars.dates[start:end]

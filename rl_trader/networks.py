@@ -1,18 +1,33 @@
-"""The Q-network: Temporal Fusion Transformer parts with a branching dueling head (Flax Linen).
+"""The Q-networks: Temporal Fusion Transformer parts with branching heads (Flax Linen).
 
     GLU(x)    = σ(W₄x + b₄) ⊙ (W₅x + b₅)
     GRN(a, c) = LayerNorm(a' + GLU(W₁·ELU(W₂a + W₃c + b₂) + b₁)),  a' = a or a projection of a
-    VSN(x, c) = Σ_v w_v · GRN_v(x_v),   w = softmax(GRN(flatten[GRN_v(x_v)]_v, c))
+    VSN(x, c) = Σ_v w_v · GRN_v(e(x_v)),   w = softmax(GRN(flatten[GRN_v(e(x_v))]_v, c))
     Q_b(s, a) = V(s) + A_b(s, a) − mean_a' A_b(s, a')      for each branch b (BDQ)
 
-With `NetConfig.linear_path` a linear function of the market row x_t is added to the aux
-forecast and to each branch's advantages, A_b += L_b x_t and ŷ += l x_t (one zero-initialised
-Dense layer "linear", weight-decayed like every kernel): the network starts as without it and
-can learn the linear next-bar relation a ridge regression fits, beside its nonlinear part.
+e(x_v) encodes each market variable (`NetConfig.embedding`): the scalar itself, or its
+piecewise-linear encoding (PLE, Gorishniy et al. 2022) over the fixed bins `PLE_EDGES` of the
+train-normalised value, beside the scalar: component j of T is min(1, max(0, (x − b_{j−1}) /
+(b_j − b_{j−1}))), the first without the floor and the last without the cap, so the
+encoding stays linear beyond the outer edges.
+
+Two heads (`NetConfig.q_head`, `make_network`):
+
+- `QNetwork` ("generic"): the branching dueling Q-network, Q_direction [3] and Q_magnitude [M],
+  and an auxiliary next-bar-return head ŷ, all learnt by TD (the aux head by regression).
+- `ModelQNetwork` ("model"): the parts of a Q-function built on the known reward
+  (`model_q` assembles it): forecasts of the next bar's normalised log return μ̂ and of its
+  square m̂₂ = softplus(·) ≥ 0 from a forecast GRN on the market encoding, and a continuation
+  over the next position as a branching dueling head on a trunk over the market and
+  portfolio encodings, W(d, m) = V + Ã_dir(d) + [d ≠ flat]·Ã_mag(m), Ã the centred
+  advantages. Unless `NetConfig.td_to_encoder`, the trunk reads the market encoding through
+  a stop-gradient: the continuation's TD loss then trains the trunk and the portfolio VSN,
+  and only the regressions train the market encoder.
 
 Inputs (leading batch axes allowed): market variables [..., F] at bar t, the look-back window
-[..., L, F] (bars t−L+1 … t), portfolio variables [..., P]. The look-back window is summarised
-into a context vector that conditions the market VSN, the trunk and the auxiliary head.
+[..., L, F] (bars t−L+1 … t), portfolio variables [..., P]. With L > 1 the window is summarised
+into a context vector that conditions the market VSN, the trunk and the forecasts; with L = 1
+(bar-level inputs) the window is the market row itself and there is no context.
 """
 
 from __future__ import annotations
@@ -28,13 +43,42 @@ from rl_trader.fold_data import Obs
 
 @struct.dataclass
 class QOut:
-    """Network outputs; leading axes follow the input's."""
+    """The generic network's outputs; leading axes follow the input's."""
 
     q_direction: jax.Array  # [..., 3]  (short, flat, long)
     q_magnitude: jax.Array  # [..., M]
     aux: jax.Array  # [...]  predicted next-bar return (normalised units)
     market_weights: jax.Array  # [..., F]  VSN selection weights (sum to 1)
     portfolio_weights: jax.Array  # [..., P]
+
+
+@struct.dataclass
+class ModelOut:
+    """The model head's outputs (`ModelQNetwork`); leading axes follow the input's."""
+
+    aux: jax.Array  # [...] μ̂: the next bar's log return forecast (normalised units, ×1/s)
+    second_moment: jax.Array  # [...] m̂₂ ≥ 0: forecast of its square (normalised units²)
+    w_direction: jax.Array  # [..., 3] V + centred direction advantages (continuation)
+    w_magnitude: jax.Array  # [..., M] centred magnitude advantages (continuation)
+    market_weights: jax.Array  # [..., F]
+    portfolio_weights: jax.Array  # [..., P]
+
+
+# Inner bin edges of the piecewise-linear encoding: the standard normal's octiles (the
+# variables are z-scores fit on the train segment), with outer edges at ±2.
+PLE_EDGES = (-2.0, -1.1503, -0.6745, -0.3186, 0.0, 0.3186, 0.6745, 1.1503, 2.0)
+
+
+def ple(x: jax.Array, edges: tuple[float, ...] = PLE_EDGES) -> jax.Array:
+    """Piecewise-linear encoding [..., T] of x [...] over `edges` (T + 1 of them), see the
+    module docstring: r_j = (x − b_{j−1}) / (b_j − b_{j−1}), e_1 = min(r_1, 1),
+    e_j = clip(r_j, 0, 1), e_T = max(r_T, 0)."""
+    lo, hi = jnp.asarray(edges[:-1], x.dtype), jnp.asarray(edges[1:], x.dtype)
+    r = (x[..., None] - lo) / (hi - lo)
+    inner = jnp.clip(r, 0.0, 1.0)
+    first = jnp.minimum(r[..., :1], 1.0)
+    last = jnp.maximum(r[..., -1:], 0.0)
+    return jnp.concatenate([first, inner[..., 1:-1], last], -1)
 
 
 def numerics(precision: str) -> tuple[jnp.dtype, jax.lax.Precision]:
@@ -90,13 +134,15 @@ class VariableGRNs(nn.Module):
     """One GRN per scalar variable, computed for all variables at once.
 
     x [..., V] → embeddings [..., V, d]; the parameters carry a leading variable axis V, so
-    each variable has its own weights (equivalent to V separate GRNs with input width 1);
-    dropout on η₁ as in `GRN`.
+    each variable has its own weights (equivalent to V separate GRNs with input width 1, or
+    1 + T with `embedding` "ple": the scalar beside its encoding `ple`); dropout on η₁ as in
+    `GRN`.
     """
 
     features: int
     precision: str = "tf32"
     dropout: float = 0.0
+    embedding: str = "none"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -111,12 +157,15 @@ class VariableGRNs(nn.Module):
                 dtype)
 
         xv = x[..., None]  # [..., V, 1]
-        h = jax.nn.elu(dense("w2", 1, xv, "...vi,vid->...vd"))
+        if self.embedding == "ple":
+            xv = jnp.concatenate([xv, ple(x)], -1)  # [..., V, 1 + T]
+        n_in = xv.shape[-1]
+        h = jax.nn.elu(dense("w2", n_in, xv, "...vi,vid->...vd"))
         h = dense("w1", d, h, "...vi,vid->...vd")
         h = nn.Dropout(self.dropout)(h, deterministic=self.dropout == 0.0)
         glu = jax.nn.sigmoid(dense("gate", d, h, "...vi,vid->...vd")) * dense(
             "value", d, h, "...vi,vid->...vd")
-        skip = dense("skip", 1, xv, "...vi,vid->...vd")
+        skip = dense("skip", n_in, xv, "...vi,vid->...vd")
         y = skip + glu
         y = y.astype(jnp.float32)  # LayerNorm statistics in float32
         mean = y.mean(-1, keepdims=True)
@@ -132,11 +181,12 @@ class VSN(nn.Module):
     features: int
     precision: str = "tf32"
     dropout: float = 0.0
+    embedding: str = "none"
 
     @nn.compact
     def __call__(self, x: jax.Array,
                  context: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
-        emb = VariableGRNs(self.features, self.precision, self.dropout,
+        emb = VariableGRNs(self.features, self.precision, self.dropout, self.embedding,
                            name="variables")(x)  # [..., V, d]
         flat = emb.reshape(emb.shape[:-2] + (-1,))
         logits = GRN(x.shape[-1], hidden=self.features, precision=self.precision,
@@ -144,6 +194,26 @@ class VSN(nn.Module):
         weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
         out = jnp.einsum("...v,...vd->...d", weights, emb.astype(jnp.float32))
         return out.astype(emb.dtype), weights
+
+
+def lookback_context(obs: Obs, width: int, precision: str) -> jax.Array | None:
+    """The look-back window [..., L, F] summarised as ELU(Dense(flatten)) [..., width], or None
+    at L = 1 (bar-level inputs: the window is the market row itself)."""
+    if obs.window.shape[-2] == 1:
+        return None
+    dtype, prec = numerics(precision)
+    window = obs.window.reshape(obs.window.shape[:-2] + (-1,))
+    return jax.nn.elu(nn.Dense(width, dtype=dtype, precision=prec, name="lookback")(window))
+
+
+def with_context(x: jax.Array, context: jax.Array | None) -> jax.Array:
+    """x beside the look-back context, when there is one."""
+    return x if context is None else jnp.concatenate([x, context], -1)
+
+
+def centred(adv: jax.Array) -> jax.Array:
+    """Advantages minus their mean over the last axis (the dueling identification)."""
+    return adv - adv.mean(-1, keepdims=True)
 
 
 class QNetwork(nn.Module):
@@ -165,25 +235,54 @@ class QNetwork(nn.Module):
         def dense(n: int, name: str, x: jax.Array) -> jax.Array:  # a float32 head output
             return nn.Dense(n, dtype=dtype, precision=prec, name=name)(x).astype(jnp.float32)
 
-        window = obs.window.reshape(obs.window.shape[:-2] + (-1,))
-        context = jax.nn.elu(nn.Dense(cfg.context, dtype=dtype, precision=prec,
-                                      name="lookback")(window))
-        market, w_market = VSN(cfg.hidden, p, dropout, name="market_vsn")(obs.market, context)
+        context = lookback_context(obs, cfg.context, p)
+        market, w_market = VSN(cfg.hidden, p, dropout, cfg.embedding, name="market_vsn")(
+            obs.market, context)
         portfolio, w_port = VSN(cfg.hidden, p, dropout, name="portfolio_vsn")(obs.portfolio)
         trunk = GRN(cfg.trunk, precision=p, dropout=dropout, name="trunk")(
             jnp.concatenate([market, portfolio], -1), context)
         value = dense(1, "value", trunk)
         adv_dir = dense(3, "adv_direction", trunk)
         adv_mag = dense(self.n_magnitudes, "adv_magnitude", trunk)
-        aux = dense(1, "aux", jnp.concatenate([market, context], -1))[..., 0]
-        if cfg.linear_path:
-            lin = nn.Dense(4 + self.n_magnitudes, dtype=dtype, precision=prec,
-                           kernel_init=nn.initializers.zeros, name="linear")(
-                obs.market).astype(jnp.float32)  # [..., 1 + 3 + M]
-            aux = aux + lin[..., 0]
-            adv_dir = adv_dir + lin[..., 1:4]
-            adv_mag = adv_mag + lin[..., 4:]
-        return QOut(
-            q_direction=value + adv_dir - adv_dir.mean(-1, keepdims=True),
-            q_magnitude=value + adv_mag - adv_mag.mean(-1, keepdims=True),
-            aux=aux, market_weights=w_market, portfolio_weights=w_port)
+        aux = dense(1, "aux", with_context(market, context))[..., 0]
+        return QOut(q_direction=value + centred(adv_dir), q_magnitude=value + centred(adv_mag),
+                    aux=aux, market_weights=w_market, portfolio_weights=w_port)
+
+
+class ModelQNetwork(nn.Module):
+    """The model head's network (module docstring): forecasts μ̂, m̂₂ and the continuation's
+    branches; `dropout` as in `QNetwork`."""
+
+    cfg: NetConfig
+    n_magnitudes: int
+
+    @nn.compact
+    def __call__(self, obs: Obs, dropout: float = 0.0) -> ModelOut:
+        cfg, p = self.cfg, self.cfg.precision
+        dtype, prec = numerics(p)
+
+        def dense(n: int, name: str, x: jax.Array) -> jax.Array:  # a float32 head output
+            return nn.Dense(n, dtype=dtype, precision=prec, name=name)(x).astype(jnp.float32)
+
+        context = lookback_context(obs, cfg.context, p)
+        market, w_market = VSN(cfg.hidden, p, dropout, cfg.embedding, name="market_vsn")(
+            obs.market, context)
+        forecast = GRN(cfg.trunk, precision=p, dropout=dropout, name="forecast")(market, context)
+        moments = dense(2, "moments", forecast)
+        portfolio, w_port = VSN(cfg.hidden, p, dropout, name="portfolio_vsn")(obs.portfolio)
+        enc, ctx = market, context
+        if not cfg.td_to_encoder:
+            enc, ctx = jax.lax.stop_gradient((market, context))
+        trunk = GRN(cfg.trunk, precision=p, dropout=dropout, name="trunk")(
+            jnp.concatenate([enc, portfolio], -1), ctx)
+        value = dense(1, "value", trunk)
+        return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),
+                        w_direction=value + centred(dense(3, "adv_direction", trunk)),
+                        w_magnitude=centred(dense(self.n_magnitudes, "adv_magnitude", trunk)),
+                        market_weights=w_market, portfolio_weights=w_port)
+
+
+def make_network(cfg: NetConfig, n_magnitudes: int) -> QNetwork | ModelQNetwork:
+    """The network of `cfg.q_head`."""
+    cls = ModelQNetwork if cfg.q_head == "model" else QNetwork
+    return cls(cfg, n_magnitudes)

@@ -24,11 +24,11 @@ from rl_trader.tearsheet import band, rolling_sharpe, rolling_volatility  # noqa
 
 COLORS = {"agent": "#1f5fbf", "buy_and_hold": "#222222", "flat": "#9a9a9a",
           "momentum_20": "#e07b00", "random": "#9b59b6", "oracle": "#2ca02c",
-          "ridge": "#8c564b", "vol_target": "#e377c2"}
+          "ridge": "#8c564b", "gbm": "#17becf", "vol_target": "#e377c2"}
 LABELS = {"agent": "agent", "buy_and_hold": "buy & hold", "flat": "flat",
           "momentum_20": "momentum 20", "random": "random", "oracle": "oracle (planted signal)",
-          "ridge": "ridge", "vol_target": "vol target"}
-_EXTRA = ("#d62728", "#17becf", "#bcbd22", "#7f7f7f")
+          "ridge": "ridge", "gbm": "gbm (boosted trees)", "vol_target": "vol target"}
+_EXTRA = ("#d62728", "#bcbd22", "#7f7f7f", "#aec7e8")
 
 
 @dataclass

@@ -22,8 +22,8 @@ from rl_trader.errors import InputError
 SKILL_DSR = 0.95  # the headline shows skill when the deflated Sharpe ratio reaches this
 EMBEDDED = "embedded:sp500"  # the data source of a run on the embedded data (data.loader's name)
 COLUMNS = ("run", "status", "time", "data", "preset", "epochs", "folds", "agent",
-           "buy_and_hold", "random", "vol_target", "ridge", "dsr", "pbo", "skill", "note")
-NUMBERS = ("agent", "buy_and_hold", "random", "vol_target", "ridge", "dsr", "pbo")
+           "buy_and_hold", "random", "vol_target", "ridge", "gbm", "dsr", "pbo", "skill", "note")
+NUMBERS = ("agent", "buy_and_hold", "random", "vol_target", "ridge", "gbm", "dsr", "pbo")
 SORT_KEYS = tuple(c for c in COLUMNS if c != "note")
 
 
@@ -108,6 +108,7 @@ def _finished_row(d: Path) -> dict[str, Any]:
             vol_target=_number(_at(s, "stitched", "vol_target", "sharpe"),
                                "stitched.vol_target.sharpe"),
             ridge=_number(_at(s, "stitched", "ridge", "sharpe"), "stitched.ridge.sharpe"),
+            gbm=_number(_at(s, "stitched", "gbm", "sharpe"), "stitched.gbm.sharpe"),
             dsr=dsr, pbo=_number(_at(head, "pbo"), "headline.pbo"),
             skill=None if dsr is None else dsr >= SKILL_DSR,
             note="; ".join(_strings(s.get("stopped"), "stopped")) or None)

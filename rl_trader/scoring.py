@@ -19,6 +19,7 @@ from rl_trader.config import RunConfig
 from rl_trader.devices import describe_device, replicated
 from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.fold_data import FoldData, pad_bars
+from rl_trader.gbm import fit_gbm
 from rl_trader.headline import headline
 from rl_trader.metrics import performance, sharpe_of
 from rl_trader.population import Population, stack, take
@@ -39,23 +40,27 @@ def _named(names, weights) -> dict[str, float]:
 
 def compare(agent: ev.Rollout, data: FoldData, start: int, length: int, steps: int,
             cfg: RunConfig, ppy: float, val_steps: int | None
-            ) -> tuple[dict[str, ev.Rollout], dict[str, dict], ev.Rollout]:
+            ) -> tuple[dict[str, ev.Rollout], dict[str, dict], ev.Rollout, dict]:
     """The agent's rollout beside the baselines over bars [start, start + length) of `data`,
     same fills and costs: (rollouts by name, the random policy's first seed standing for it),
-    metrics by name (the random policy's: the mean over `N_RANDOM_SEEDS` seeds), and the
-    random policy's rollouts (leaves [R, bars]). The baselines run `steps` ≥ `length` steps
-    (a shape bucket, `Prepared.test_steps`), cut back to `length`. `val_steps`: the steps of
-    the validation rollouts on which ridge chooses its penalty (`Prepared.val_steps`); None (a
-    backtest on new bars, which has no train or validation block) leaves out the baselines fit
-    to the training data (`evaluate.FITTED_BASELINES`)."""
+    metrics by name (the random policy's: the mean over `N_RANDOM_SEEDS` seeds), the random
+    policy's rollouts (leaves [R, bars]) and what the gbm baseline chose ({} without it). The
+    baselines run `steps` ≥ `length` steps (a shape bucket, `Prepared.test_steps`), cut back
+    to `length`. `val_steps`: the steps of the validation rollouts on which ridge and gbm are
+    chosen (`Prepared.val_steps`); None (a backtest on new bars, which has no train or
+    validation block) leaves out the baselines fit to the training data
+    (`evaluate.FITTED_BASELINES`)."""
     random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
-    base = ev.baseline_rollouts(data, start, steps, cfg, random_keys, val_steps)
+    fit = None if val_steps is None else fit_gbm(data, val_steps, cfg)
+    base = ev.baseline_rollouts(data, start, steps, cfg, random_keys, val_steps,
+                                None if fit is None else fit.forecast)
     rand = trim(base.pop("random"), length, axis=1)
     base = trim(base, length, axis=0)
     policies = {"agent": agent, **base, "random": take(rand, 0)}
     metrics = {name: perf_of(r, ppy) for name, r in policies.items() if name != "random"}
     metrics["random"], _ = _over_seeds(rand, ppy)
-    return policies, metrics, rand
+    chosen = {} if fit is None else {"leaves": fit.leaves, "iterations": fit.iterations}
+    return policies, metrics, rand, chosen
 
 
 def _over_seeds(rand: ev.Rollout, ppy: float) -> tuple[dict[str, float], list[float]]:
@@ -99,8 +104,8 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
                 stitched: dict[str, list]) -> dict:
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
-    policies, metrics, rand = compare(agent, data, f.test[0], test_len, prep.test_steps, cfg,
-                                      ppy, prep.val_steps)
+    policies, metrics, rand, gbm = compare(agent, data, f.test[0], test_len, prep.test_steps,
+                                           cfg, ppy, prep.val_steps)
     _, rand_sharpes = _over_seeds(rand, ppy)
     if prep.oracle_position is not None:
         policies["oracle"] = trim(ev.oracle_rollout(
@@ -127,6 +132,7 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
         "market_vsn_weights": _named(prep.features.names, agent.market_weights),
         "portfolio_vsn_weights": _named(PORTFOLIO_NAMES, agent.portfolio_weights),
         "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in ev.BASELINES},
+        "gbm_choice": gbm,
         "random_test_sharpe_mean": float(np.mean(rand_sharpes)),
         "random_test_sharpe_std": float(np.std(rand_sharpes, ddof=1)),
         "metrics": metrics,

@@ -12,9 +12,11 @@ the target EMA. The host sees the state only between epochs.
 one program, so folds × seeds can be `vmap`ped. `hp` are the learner's hyper-parameters
 (`agent.HParams`; `HParams.from_config(cfg.agent)` outside a population sweep).
 
-A gradient update samples n-step windows from the replay and backs up either the taken actions
-(`AgentConfig.backup = "taken"`, `agent.update`) or, from each window's first pre-step state,
-all K positions through the env's own step (`"all"`, `agent.full_action_update`). With
+A gradient update samples n-step windows from the replay and, with the generic head, backs up
+either the taken actions (`AgentConfig.backup = "taken"`, `agent.update`) or, from each
+window's first pre-step state, all K positions through the env's own step (`"all"`,
+`agent.full_action_update`); the model head (`NetConfig.q_head = "model"`) always backs up
+all K positions and fits its forecasts on the same pre-states (`model_q.model_update`). With
 `bootstrap_block > 0` (bagging) each sample's loss is weighted by its member's bootstrap
 weight of the sample's bar (`agent.bootstrap_weight`), so each member of an ensemble learns
 from its own resample of the train path while the envs still explore all of it.
@@ -29,12 +31,12 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from rl_trader import agent, env, replay
+from rl_trader import agent, env, model_q, replay
 from rl_trader.config import RunConfig
-from rl_trader.evaluate import Rollout, forecast_scale, greedy_decide, rollout
+from rl_trader.evaluate import Rollout, greedy_decide, rollout
 from rl_trader.fold_data import FoldData, observe
 from rl_trader.metrics import sharpe
-from rl_trader.networks import Obs, QNetwork
+from rl_trader.networks import ModelQNetwork, Obs, QNetwork, make_network
 from rl_trader.selection import improves
 
 
@@ -48,7 +50,6 @@ def add_noise(key: jax.Array, obs: Obs, std: jax.Array) -> Obs:
 
 BAG_STREAM = 0xBA6  # the bag key is fold_in(init key, BAG_STREAM): no other draw changes
 DROPOUT_STREAM = 0xD40  # an update's dropout key is fold_in(its noise key, DROPOUT_STREAM)
-AUX_NOISE_STREAM = 0xA0C  # and its aux inputs' noise key (`AgentConfig.aux_noise`) this one
 
 
 @struct.dataclass
@@ -79,7 +80,7 @@ class Trainer(NamedTuple):
     epoch: callable  # (runner, fold, hp) -> (runner, EpochMetrics)
     evaluate: callable  # (params [S, ...] of an ensemble, fold, start, length, key) -> Rollout
     train: callable  # (key, fold, hp) -> TrainResult
-    network: QNetwork
+    network: QNetwork | ModelQNetwork
 
 
 @struct.dataclass
@@ -95,15 +96,11 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
     `val_steps`: the steps of `train`'s validation rollouts (`Prepared.val_steps`, the shape
     bucket of the validation length); their Sharpe counts the fold's validation bars only."""
     acfg, tcfg, lookback = cfg.agent, cfg.train, cfg.features.lookback
-    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    n_mag, model = len(cfg.env.magnitudes), cfg.net.q_head == "model"
+    net = make_network(cfg.net, n_mag)
     total_steps = tcfg.epochs * tcfg.steps_per_epoch
     batch_observe = jax.vmap(partial(observe, cfg=cfg.features), in_axes=(None, 0, 0))
     batch_portfolio = jax.vmap(env.portfolio_features, in_axes=(0, None))
-
-    def sizing_scale(params, fold: FoldData) -> jax.Array | None:
-        """The forecast scale s of `params` on the fold's training bars (forecast sizing), or
-        None (the magnitude branch sizes)."""
-        return forecast_scale(net, params, fold, cfg) if acfg.sizing == "forecast" else None
 
     def reset_envs(key: jax.Array, fold: FoldData, n: int) -> env.EnvState:
         """`n` fresh episodes, each in training range i (`fold.episodes`: one per instrument)
@@ -116,26 +113,26 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         b0 = jax.vmap(env.prior_second_moment, in_axes=(None, 0, 0))(fold.prices, start, end)
         return jax.vmap(env.reset)(t0, env.episode_stop(t0, end[i], cfg.env), b0[i])
 
-    def env_step(runner: Runner, fold: FoldData, epsilon: jax.Array | None,
-                 scale: jax.Array | None) -> tuple[Runner, replay.Step]:
-        """One step of every env: ε-greedy actions, or uniform random ones (the same as at
-        ε = 1) when `epsilon` is None; positions by `agent.position_target` (`scale`: the
-        forecast scale s with forecast sizing, else None). The network is evaluated unless
-        the actions are random and sized by their magnitude."""
+    def env_step(runner: Runner, fold: FoldData,
+                 epsilon: jax.Array | None) -> tuple[Runner, replay.Step]:
+        """One step of every env: ε-greedy actions (per branch for the generic head, over the
+        K positions of the assembled Q for the model head), or uniform random ones (the same
+        as at ε = 1, without evaluating the network) when `epsilon` is None."""
         key, k_act, k_reset = jax.random.split(runner.key, 3)
         envs = runner.envs
-        forecast = None
         if epsilon is None:
             direction, magnitude = agent.random_actions(k_act, envs.t.shape[0], env.N_DIRECTIONS,
-                                                        len(cfg.env.magnitudes))
-        if epsilon is not None or acfg.sizing == "forecast":
+                                                        n_mag)
+        else:
             port = batch_portfolio(envs, fold.prices)
-            q = net.apply(runner.learner.params, batch_observe(fold, envs.t, port))
-            forecast = q.aux
-            if epsilon is not None:
-                direction, magnitude = agent.epsilon_greedy(k_act, q, epsilon)
-        target = agent.position_target(direction, magnitude, forecast, scale, acfg.sizing,
-                                       cfg.env)
+            heads = net.apply(runner.learner.params, batch_observe(fold, envs.t, port))
+            if model:
+                q = model_q.assemble(heads, port[:, 0], fold.return_scale[envs.t], cfg.env,
+                                     acfg.reward_scale)
+                direction, magnitude = model_q.epsilon_greedy_positions(k_act, q, epsilon)
+            else:
+                direction, magnitude = agent.epsilon_greedy(k_act, heads, epsilon)
+        target = env.target_fraction(direction, magnitude, cfg.env)
         new, out = jax.vmap(env.step, in_axes=(0, 0, None, None))(envs, target, fold.prices,
                                                                     cfg.env)
         done = out.terminated | out.truncated
@@ -165,10 +162,9 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
                         key=k_run, env_steps=jnp.int32(0),
                         bag_key=jax.random.fold_in(key, BAG_STREAM))
         prefill = max(tcfg.prefill_steps, acfg.n_step)
-        scale = sizing_scale(params, fold)
 
         def random_step(r, _):
-            r, _ = env_step(r, fold, None, scale)  # uniform random actions
+            r, _ = env_step(r, fold, None)  # uniform random actions
             return r, None
 
         runner, _ = jax.lax.scan(random_step, runner, None, length=prefill)
@@ -179,39 +175,40 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         b = replay.sample(runner.replay, k_sample, acfg.batch_size, acfg.n_step, hp.gamma)
         bar_tm1 = b.state_tm1.t
         port_tm1 = batch_portfolio(b.state_tm1, fold.prices)
-        clean_tm1 = batch_observe(fold, bar_tm1, port_tm1)
-        obs_tm1 = add_noise(k_noise, clean_tm1, hp.obs_noise)
-        aux_obs = None if acfg.aux_noise is None else add_noise(
-            jax.random.fold_in(k_noise, AUX_NOISE_STREAM), clean_tm1, acfg.aux_noise)
+        obs_tm1 = add_noise(k_noise, batch_observe(fold, bar_tm1, port_tm1), hp.obs_noise)
         weight = (agent.bootstrap_weight(runner.bag_key, bar_tm1, acfg.bootstrap_block)
                   if acfg.bootstrap_block else None)
         train_apply = None if acfg.dropout == 0.0 else partial(
             net.apply, dropout=acfg.dropout,
             rngs={"dropout": jax.random.fold_in(k_noise, DROPOUT_STREAM)})
-        if acfg.backup == "all":
+        y_tm1 = fold.aux_target[bar_tm1]
+        if model or acfg.backup == "all":
             port_t, r_t, discount_t = jax.vmap(
                 agent.counterfactual_step, in_axes=(0, None, None, None, None))(
                 b.state_tm1, fold.prices, cfg.env, acfg.reward_scale, hp.gamma)  # [B, K, ...]
             obs_t = batch_observe(fold, bar_tm1 + 1, port_t)  # one market row each
+        if model:
+            learner, info = model_q.model_update(
+                runner.learner, net.apply, obs_tm1, obs_t, port_tm1[:, 0], port_t[..., 0],
+                fold.return_scale[bar_tm1], fold.return_scale[bar_tm1 + 1], y_tm1, discount_t,
+                acfg, cfg.env, hp, weight, train_apply)
+        elif acfg.backup == "all":
             learner, info = agent.full_action_update(runner.learner, net.apply, obs_tm1, obs_t,
-                                                     r_t, discount_t, fold.aux_target[bar_tm1],
-                                                     acfg, hp, weight, train_apply, aux_obs)
+                                                     r_t, discount_t, y_tm1, acfg, hp, weight,
+                                                     train_apply)
         else:
             obs_t = batch_observe(fold, b.bar_t, b.portfolio_t)
             learner, info = agent.update(runner.learner, net.apply, obs_tm1, obs_t,
                                          b.direction_tm1, b.magnitude_tm1, b.return_t,
-                                         b.discount_t, fold.aux_target[bar_tm1], acfg, hp,
-                                         weight, train_apply, aux_obs)
+                                         b.discount_t, y_tm1, acfg, hp, weight, train_apply)
         return runner.replace(learner=learner, key=key), info
 
     def epoch(runner: Runner, fold: FoldData,
               hp: agent.HParams) -> tuple[Runner, EpochMetrics]:
 
-        scale = sizing_scale(runner.learner.params, fold)  # fixed for the epoch
-
         def one(r, _):
             epsilon = agent.epsilon(r.env_steps, total_steps, acfg, hp)
-            r, step = env_step(r, fold, epsilon, scale)
+            r, step = env_step(r, fold, epsilon)
 
             def upd(r2, _):
                 return learn(r2, fold, hp)

@@ -26,7 +26,7 @@ from rl_trader.checkpoint import (
 )
 from rl_trader.config import AgentConfig, NetConfig
 from rl_trader.errors import InputError
-from rl_trader.networks import Obs, QNetwork
+from rl_trader.networks import Obs, QNetwork, make_network
 
 NET = NetConfig(hidden=4, trunk=8, context=4)
 N_MAG = 4
@@ -46,7 +46,7 @@ def init_params(seed: int = 0):
 
 
 def abstract_params(net_cfg: NetConfig):
-    return jax.eval_shape(QNetwork(net_cfg, N_MAG).init, jax.random.key(0), OBS)
+    return jax.eval_shape(make_network(net_cfg, N_MAG).init, jax.random.key(0), OBS)
 
 
 @jax.jit
@@ -134,11 +134,14 @@ def test_fingerprint_stable_and_architecture_sensitive(tmp_path, state0):
     assert fingerprint(state0.params, NET, N_MAG + 1) != a
     half = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, jnp.float16), other_params)
     assert fingerprint(half, wider, N_MAG) != c
-    # a linear path adds its leaf, so its params' fingerprint differs; without it, the value
-    # the fingerprint had before the field existed (a hash of the config without it)
-    linear = dataclasses.replace(NET, linear_path=True)
-    assert fingerprint(abstract_params(linear), linear, N_MAG) != a
+    # the model head and the PLE encoding change it; the default head and encoding leave the
+    # value the fingerprint had before those fields (and `linear_path`) existed
+    for changed in (dataclasses.replace(NET, q_head="model"),
+                    dataclasses.replace(NET, embedding="ple")):
+        assert fingerprint(abstract_params(changed), changed, N_MAG) != a
     assert a == "8e6cebceca32edea"  # computed before `linear_path` existed
+    # where the TD gradient flows changes neither the params nor the fingerprint
+    assert fingerprint(state0.params, dataclasses.replace(NET, td_to_encoder=True), N_MAG) == a
     with FoldCheckpoints(tmp_path / "f", a, META) as ckpt:
         ckpt.save(0, state0, 0.5)
     template = jax.eval_shape(lambda p: init_train_state(p, AgentConfig()), other_params)

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 from helpers import init_params, tiny_config
 
-from rl_trader import env
+from rl_trader import env, model_q
 from rl_trader.config import REWARDS
 from rl_trader.evaluate import (
     RIDGE_ALPHAS,
@@ -15,7 +15,6 @@ from rl_trader.evaluate import (
     baseline_rollouts,
     decision_targets,
     fit_ridge,
-    forecast_scale,
     greedy_decide,
     oracle_rollout,
     random_decide,
@@ -26,7 +25,7 @@ from rl_trader.evaluate import (
 )
 from rl_trader.fold_data import observe
 from rl_trader.metrics import sharpe
-from rl_trader.networks import QNetwork
+from rl_trader.networks import make_network
 from rl_trader.population import stack
 from rl_trader.prepare import prepare
 from rl_trader.run_state import forecast_ic
@@ -37,7 +36,7 @@ def decision_at_validation(cfg):
     validation decision under `cfg`."""
     prep = prepare(cfg)
     data = prep.fold_data(0)
-    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    net = make_network(cfg.net, len(cfg.env.magnitudes))
     start = int(prep.folds[0].val[0])
     state = env.reset(start, start + 10)
     port = env.portfolio_features(state, data.prices)
@@ -82,32 +81,32 @@ def test_greedy_q_is_the_bdq_value_of_the_greedy_action():
         np.testing.assert_allclose(float(aux.q), float(want), rtol=1e-5)
 
 
-def test_forecast_sized_greedy_position_by_hand():
-    """`--sizing forecast`: s is the root mean square of the member's aux forecast over the
-    training bars (`training_bars`: t and t + 1 in train), each member holds
-    (d − 1) · min(1, |ŷ_t| / s) and reports Q_dir of its greedy direction."""
+def test_model_head_ensemble_holds_the_best_position_of_its_mean_q():
+    """The model head: each member's Q over the K positions is assembled from its forecasts,
+    the env's cost of moving from the held position and its continuation; the ensemble holds
+    the argmax of the members' mean Q and reports that Q and the mean forecast μ̂."""
     base = tiny_config()
-    cfg = dataclasses.replace(base, agent=dataclasses.replace(base.agent, sizing="forecast"))
+    cfg = dataclasses.replace(base, net=dataclasses.replace(base.net, q_head="model"),
+                              agent=dataclasses.replace(base.agent, backup=None))
     data, net, state, port, obs = decision_at_validation(cfg)
-    zeros = jnp.zeros_like(port)
-    train0, train1 = (int(x) for x in data.train)
-    bars = jnp.arange(train0, train1 - 1)  # t and t + 1 in train
-    forecasts = jax.jit(lambda p: net.apply(p, jax.vmap(
-        lambda t: observe(data, t, zeros, cfg.features))(bars)).aux)
-    positions = []
-    for seed in range(3):
-        params = init_params(net, obs, seed=seed)
-        s = float(np.sqrt(np.mean(np.square(np.asarray(forecasts(params), np.float64)))))
-        np.testing.assert_allclose(float(forecast_scale(net, params, data, cfg)), s, rtol=1e-5)
-        out = net.apply(params, obs)
-        d = int(np.argmax(out.q_direction))
-        want = (d - 1) * min(1.0, abs(float(out.aux)) / s)
-        target, aux = greedy_decide(stack([params]), data, cfg)(jax.random.key(0), state, port)
-        np.testing.assert_allclose(float(target), want, rtol=1e-5, atol=1e-7)
-        np.testing.assert_allclose(float(aux.q), float(out.q_direction[d]), rtol=1e-5)
-        positions.append(float(target))
-    assert any(0.0 < abs(p) < 1.0 for p in positions)  # sized off the magnitude grid
-
+    s = float(data.return_scale[state.t])
+    members = [init_params(net, obs, seed=k) for k in range(3)]
+    fractions = np.asarray(model_q.position_fractions(cfg.env), np.float64)
+    cost_rate = (cfg.env.commission_bps + cfg.env.slippage_bps) * 1e-4
+    qs = []
+    for p in members:
+        out = net.apply(p, obs)
+        mu, m2 = s * float(out.aux), s * s * float(out.second_moment)
+        w = np.asarray(model_q.continuation(out), np.float64)
+        q = [100.0 * (a * (mu + 0.5 * m2) - 0.5 * a * a * m2 - cost_rate * abs(a - 0.0)) + c
+             for a, c in zip(fractions, w, strict=True)]
+        qs.append(q)
+    mean_q = np.mean(qs, 0)
+    target, aux = greedy_decide(stack(members), data, cfg)(jax.random.key(0), state, port)
+    assert float(target) == fractions[int(np.argmax(mean_q))]
+    np.testing.assert_allclose(float(aux.q), mean_q.max(), rtol=1e-4)
+    np.testing.assert_allclose(float(aux.forecast),
+                               np.mean([float(net.apply(p, obs).aux) for p in members]), rtol=1e-5)
 
 def test_evaluation_returns_do_not_depend_on_the_learning_reward():
     cfg = tiny_config()

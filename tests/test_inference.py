@@ -131,6 +131,10 @@ def test_predict_matches_the_restored_ensemble_on_the_last_bar(trained, capsys):
     assert "target for the next bar" in out
     held = json.loads(run_cli(predict_cli.main, [str(run_dir), csv, "--json", "--position",
                                                  "-0.5", "--fold", "0"], capsys)[1])
+    # the option names `train` taught: the same prediction
+    named = run_cli(predict_cli.main, ["--run-dir", str(run_dir), "--data", csv, "--json",
+                                       "--position", "-0.5", "--fold", "0"], capsys)
+    assert named[0] == 0 and json.loads(named[1]) == held
     assert held["fold"] == 0
     assert held["portfolio_features"]["position"] == pytest.approx(-0.5, abs=1e-6)
     assert held["portfolio_features"]["time_in_position"] > 0
@@ -210,11 +214,17 @@ def test_backtest_on_later_bars_writes_a_summary_and_leaves_the_run_alone(traine
     with np.load(out / entry["returns_file"]) as z, \
             np.load(run_dir / "fold_1" / "test_returns.npz") as ref:
         # a backtest has no fitted baselines (no train block in the new file) and no oracle
-        assert set(z.files) == set(ref.files) - {"ridge", "vol_target", "oracle"}
+        assert set(z.files) == set(ref.files) - {"ridge", "gbm", "vol_target", "oracle"}
         assert all(z[name].shape[-1] == 600 - start for name in z.files)
         np.testing.assert_array_equal(z["bars"], np.arange(start, 600))
         assert z["dates"][0] == later.dates[900 + start].astype(np.int64)
     assert (out / "report.html").is_file()
+    # the option names `train` taught: the same backtest
+    named = tmp_path / "bt_named"
+    code, _, err = run_cli(backtest_cli.main, ["--data", csv, "--run-dir", str(run_dir),
+                                               "--out", str(named)], capsys)
+    assert code == 0, err
+    assert json.loads((named / "summary.json").read_text())["stitched"] == summary["stitched"]
     # refusals: an output inside the run, an output in use
     for target in (run_dir / "bt", out):
         code, _, err = run_cli(backtest_cli.main, [str(run_dir), csv, "--out", str(target)],
@@ -233,13 +243,15 @@ def test_a_checkpoint_without_inference_metadata_is_refused(tmp_path):
         load_policy(tmp_path, 3)
 
 
-def test_a_forecast_sized_run_is_refused_on_new_bars(tmp_path):
-    """Its scale s is fit on the fold's train bars and not stored: refused, not re-fit."""
-    cfg = tiny_config()
-    cfg = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, sizing="forecast"))
+def test_a_run_saved_with_a_removed_option_is_refused_in_one_line(tmp_path):
+    """`--sizing forecast` left the code (issue 27): such a run cannot act on new bars, and
+    says so in one line; a saved config holding the removed fields' old defaults still loads."""
+    saved = tiny_config().to_dict()
+    saved["agent"]["sizing"] = "forecast"
     (tmp_path / "folds.json").write_text(json.dumps({"folds": [{"index": 0}]}))
     with FoldCheckpoints(tmp_path / "fold_0" / "checkpoints", "fp",
-                         {"config": cfg.to_dict(), "inference": {}}) as ckpt:
+                         {"config": saved, "inference": {}}) as ckpt:
         ckpt.save(0, {"w": np.zeros(2, np.float32)}, 0.1)
-    with pytest.raises(InputError, match="--sizing forecast.*supports --sizing q runs only"):
+    with pytest.raises(InputError, match=r"agent.sizing='forecast', an option removed") as err:
         load_policy(tmp_path)
+    assert "\n" not in str(err.value) and "study 12" in str(err.value)

@@ -13,7 +13,18 @@ import pytest
 from helpers import init_params, make_obs
 
 from rl_trader.config import NetConfig
-from rl_trader.networks import GLU, GRN, VSN, Obs, QNetwork, VariableGRNs
+from rl_trader.networks import (
+    GLU,
+    GRN,
+    PLE_EDGES,
+    VSN,
+    ModelQNetwork,
+    Obs,
+    QNetwork,
+    VariableGRNs,
+    make_network,
+    ple,
+)
 
 SMALL = NetConfig(hidden=4, trunk=8, context=4)
 F, L, P, M = 3, 5, 5, 4  # market vars, look-back, portfolio vars, magnitudes
@@ -126,35 +137,71 @@ def test_parameter_count_is_exactly_the_documented_architecture(cfg, m, expected
     assert expected is None or n == expected
 
 
-def test_linear_path_adds_a_linear_function_of_the_market_row_to_every_head():
-    """`linear_path`: zero-initialised it is the plain network (same params otherwise); with
-    kernel K [F, 4 + M] and bias b, ŷ gains (xK + b)₀ and each branch's Q its advantages'
-    share of (xK + b) minus their mean (the dueling centring); V and the VSNs are unchanged."""
-    import dataclasses
+def test_bar_level_inputs_have_no_window_context():
+    """--lookback 1: the window is the market row itself; no `lookback` layer, and the
+    count is the documented architecture with c = 0 (no context anywhere)."""
+    net = QNetwork(NetConfig(), 4)
+    obs = Obs(market=jax.ShapeDtypeStruct((21,), jnp.float32),
+              window=jax.ShapeDtypeStruct((1, 21), jnp.float32),
+              portfolio=jax.ShapeDtypeStruct((5,), jnp.float32))
+    shapes = jax.eval_shape(net.init, jax.random.key(0), obs)
+    assert "lookback" not in shapes["params"]
+    n = sum(math.prod(x.shape) for x in jax.tree.leaves(shapes))
+    assert n == expected_parameter_count(21, 1, 5, 4, 32, 64, 0)
 
-    obs = make_obs(3, (5,))
-    plain = QNetwork(SMALL, M)
-    lin_net = QNetwork(dataclasses.replace(SMALL, linear_path=True), M)
-    params = init_params(plain, obs)
-    lin_params = jax.eval_shape(lin_net.init, jax.random.key(0), obs)["params"]["linear"]
-    assert lin_params["kernel"].shape == (obs.market.shape[-1], 4 + M)
-    zero = {"params": {**params["params"],
-                       "linear": jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), lin_params)}}
-    chex.assert_trees_all_close(lin_net.apply(zero, obs), plain.apply(params, obs))
-    assert jax.tree.structure(lin_net.init(jax.random.key(0), obs)) == jax.tree.structure(zero)
-    rng = np.random.default_rng(0)
-    k = rng.normal(size=lin_params["kernel"].shape).astype(np.float32)
-    b = rng.normal(size=lin_params["bias"].shape).astype(np.float32)
-    some = {"params": {**params["params"], "linear": {"kernel": jnp.asarray(k),
-                                                       "bias": jnp.asarray(b)}}}
-    base, out = plain.apply(params, obs), lin_net.apply(some, obs)
-    extra = np.asarray(obs.market) @ k + b  # [5, 4 + M]
-    np.testing.assert_allclose(out.aux - base.aux, extra[:, 0], rtol=1e-4, atol=1e-5)
-    for got, want, cols in ((out.q_direction, base.q_direction, slice(1, 4)),
-                            (out.q_magnitude, base.q_magnitude, slice(4, None))):
-        shift = extra[:, cols] - extra[:, cols].mean(-1, keepdims=True)
-        np.testing.assert_allclose(got - want, shift, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(out.market_weights, base.market_weights, rtol=1e-6)
+
+def test_ple_by_hand():
+    """Component j of T: (x − b_{j−1}) / (b_j − b_{j−1}) clipped to [0, 1], the first without
+    its floor and the last without its cap (linear beyond the outer edges)."""
+    edges = (-1.0, 0.0, 2.0)
+    x = jnp.asarray([-3.0, -0.5, 0.0, 1.0, 2.0, 5.0])
+    np.testing.assert_allclose(ple(x, edges), [[-2.0, 0.0], [0.5, 0.0], [1.0, 0.0],
+                                               [1.0, 0.5], [1.0, 1.0], [1.0, 2.5]])
+    enc = np.asarray(ple(jnp.linspace(-4, 4, 101)))  # the default edges: monotone, continuous
+    assert enc.shape == (101, len(PLE_EDGES) - 1) and np.all(np.diff(enc, axis=0) >= -1e-7)
+
+
+def test_ple_variable_grns_read_the_scalar_beside_its_encoding():
+    """embedding "ple": each variable's input is [x_v, ple(x_v)]; its embedding still depends
+    on its own variable alone."""
+    x = jnp.asarray(np.random.default_rng(5).normal(size=(6, 3)), jnp.float32)
+    vg = VariableGRNs(4, embedding="ple")
+    params = init_params(vg, x, seed=3)
+    assert params["params"]["w2_kernel"].shape == (3, len(PLE_EDGES), 4)  # 1 + T inputs
+    base = vg.apply(params, x)
+    moved = vg.apply(params, x.at[:, 1].add(0.7))
+    changed = np.abs(np.asarray(moved - base)).max((0, 2)) > 1e-6
+    np.testing.assert_array_equal(changed, [False, True, False])
+
+
+def test_model_network_outputs_and_the_stop_gradient():
+    """The model head's outputs: μ̂, m̂₂ ≥ 0, the continuation's branches (magnitude advantages
+    centred). Without `td_to_encoder` the continuation's gradient reaches neither the market
+    VSN nor the look-back context (the forecast's gradient does); with it, it does."""
+    obs = make_obs(8, (6,))
+    for td_to_encoder in (False, True):
+        cfg = NetConfig(hidden=4, trunk=8, context=4, q_head="model",
+                        td_to_encoder=td_to_encoder)
+        net = make_network(cfg, M)
+        assert isinstance(net, ModelQNetwork)
+        params = init_params(net, obs, seed=2)
+        out = net.apply(params, obs)
+        chex.assert_shape([out.aux, out.second_moment], (6,))
+        chex.assert_shape(out.w_direction, (6, 3))
+        chex.assert_shape(out.w_magnitude, (6, M))
+        assert bool(jnp.all(out.second_moment >= 0))
+        np.testing.assert_allclose(out.w_magnitude.mean(-1), 0.0, atol=1e-6)
+
+        def grads(head, net=net, params=params):
+            return jax.grad(lambda p: head(net.apply(p, obs)).sum())(params)["params"]
+
+        td = grads(lambda o: o.w_direction[:, 0] + o.w_magnitude[:, 1])
+        fc = grads(lambda o: o.aux + o.second_moment)
+        for name in ("market_vsn", "lookback"):
+            reach = any(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(td[name]))
+            assert reach == td_to_encoder, (name, td_to_encoder)
+            assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(fc[name]))
+        assert all(float(jnp.abs(g).sum()) == 0 for g in jax.tree.leaves(fc["trunk"]))
 
 
 # --- building blocks ------------------------------------------------------------------------

@@ -104,13 +104,30 @@ def test_config_file_errors_name_the_option(argv, needle, tmp_path, monkeypatch)
         parse(*argv)
 
 
-def test_forecast_sizing_with_full_action_backups_is_refused():
-    assert parse("--sizing", "forecast").agent.sizing == "forecast"
-    with pytest.raises(InputError, match="option --sizing='forecast'.*needs --backup taken"):
-        parse("--sizing", "forecast", "--backup", "all")
-    with pytest.raises(InputError, match="needs a trained forecast"):
-        parse("--sizing", "forecast", "--aux-weight", "0")
+def test_the_model_head_refuses_what_it_cannot_do():
+    assert parse("--q-head", "model").agent.backup is None  # it backs up every position
+    assert parse("--q-head", "model", "--backup", "all").net.q_head == "model"
+    with pytest.raises(InputError, match="option --backup='taken'.*with --q-head model"):
+        parse("--q-head", "model", "--backup", "taken")
+    with pytest.raises(InputError, match="option --reward='dsr'.*with --q-head model"):
+        parse("--q-head", "model", "--reward", "dsr")
+    assert parse("--lookback", "1").features.lookback == 1  # bar-level inputs
 
+
+@pytest.mark.parametrize("section, name, old, value", [
+    ("agent", "sizing", "q", "forecast"), ("agent", "aux_noise", None, 0.0),
+    ("net", "linear_path", False, True)])
+def test_removed_options_in_a_saved_config(section, name, old, value):
+    """The options issue 27 removed: a saved config holding the value every run had loads as
+    today's config; another value is refused in one line naming the field and its study."""
+    from rl_trader.config import config_from_dict
+
+    saved = RunConfig().to_dict()
+    saved[section][name] = old
+    assert config_from_dict(saved) == RunConfig()
+    saved[section][name] = value
+    with pytest.raises(InputError, match=f"{section}.{name}={value!r}, an option removed"):
+        config_from_dict(saved)
 
 def test_bad_option_is_one_line_with_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
@@ -118,3 +135,34 @@ def test_bad_option_is_one_line_with_exit_2(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: argument --lookback")
+
+
+@pytest.mark.parametrize("module", ["predict", "backtest"])
+@pytest.mark.parametrize("argv, needle", [
+    (["RUN", "BARS", "--run-dir", "RUN"], "run directory is given twice"),
+    (["RUN", "--data", "BARS", "--data", "B2"], None),  # argparse: the last --data wins
+    (["RUN", "BARS", "--data", "BARS"], "bar file is given twice"),
+    (["--data", "BARS"], "run directory is missing: give RUN_DIR or --run-dir RUN_DIR"),
+    (["RUN"], "bar file is missing: give BARS_FILE or --data BARS_FILE"),
+])
+def test_predict_and_backtest_take_one_form_of_each_input(module, argv, needle, capsys):
+    """Positional RUN_DIR BARS_FILE or --run-dir/--data (issue 28), a clash or a gap refused in
+    one line with exit status 2; `--help` shows the positional form first."""
+    import importlib
+
+    from rl_trader.options import run_and_bars
+
+    mod = importlib.import_module(f"experiments.{module}")
+    parser = mod.build_parser("rl-trader " + module)
+    extra = ["--out", "o"] if module == "backtest" else []
+    args = parser.parse_args(argv + extra)
+    if needle is None:
+        assert run_and_bars(parser, args) == ("RUN", "B2")
+        return
+    with pytest.raises(SystemExit) as exc:
+        run_and_bars(parser, args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and needle in err and err.count("\n") == 1
+    usage = parser.format_usage().splitlines()
+    assert usage[0].startswith(f"usage: rl-trader {module} RUN_DIR BARS_FILE")
+    assert "--run-dir RUN_DIR --data BARS_FILE" in usage[1]

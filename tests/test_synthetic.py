@@ -111,3 +111,67 @@ def test_parse_spec_defaults_and_refusals():
     assert parse_spec("synthetic:ar1_weak:1200:1003") == ("ar1_weak", 1200, 1003)
     with pytest.raises(InputError, match="must be integers"):
         parse_spec("synthetic:ar1:x")
+
+
+def _returns(m):
+    return np.diff(np.log(np.concatenate([[100.0], m.bars.close])))
+
+
+@pytest.mark.parametrize("name", ["cubic", "step", "vol_sign", "interaction"])
+def test_nonlinear_markets_plant_their_drift_and_hide_it_from_a_linear_forecast(name):
+    """The drift is the documented function of past bars (recomputed here from the returns
+    and volumes), the oracle trades its sign, and the last return's linear correlation with
+    the next drift is small next to the drift's own correlation with the next return."""
+    from rl_trader.data.synthetic import GARCH, MARKETS, STEP_EDGE
+
+    spec = MARKETS[name]
+    m = generate(name, 40_000, 11)
+    r, phi, sd = _returns(m), spec.phi, spec.sigma
+    if name == "vol_sign":
+        a, b = GARCH
+        sig = np.full(len(r), sd)
+        for t in range(len(r) - 1):
+            sig[t + 1] = np.sqrt(sd * sd * (1 - a - b) + a * r[t] ** 2 + b * sig[t] ** 2)
+        z = r / sig
+        want = phi * sig[1:] * np.sign(sig[1:] - sd) * np.tanh(z[:-1])
+    else:
+        z = r / sd
+        if name == "cubic":
+            zc = np.clip(z, -3, 3)
+            want = phi * sd * (zc**3 - 3 * zc) / np.sqrt(6)
+        elif name == "step":
+            want = phi * sd * np.sign(z) * np.where(np.abs(z) < STEP_EDGE, 1.0, -1.0)
+        else:
+            surprise = (np.log(m.bars.volume) - 15.0) / 0.3
+            want = phi * sd * np.tanh(z) * np.tanh(surprise)
+        want = want[:-1]
+    np.testing.assert_allclose(m.signal[:-1], want, rtol=1e-6, atol=1e-5 * sd)  # volume: rounded
+    np.testing.assert_array_equal(m.oracle_position, np.sign(m.signal))
+    true = np.corrcoef(m.signal[:-1], r[1:])[0, 1]
+    linear = abs(np.corrcoef(r[:-1], m.signal[:-1])[0, 1])
+    assert true > 0.1 and linear < 0.5 * true / 0.25 + 0.1, (true, linear)
+    sr = sharpe(_after_costs(m.oracle_position, r), 252)
+    assert sr > 1.5, sr
+
+
+def test_slow_drift_oracle_holds_the_filtered_sign_with_a_band():
+    """Cost-aware: it trades only when the filtered P(up) leaves [½ − band, ½ + band], so it
+    trades far less than the filter's sign and, at 20 bp a unit, earns more."""
+    from rl_trader.data.synthetic import MARKETS, forward_filter, hold_with_band
+
+    spec = MARKETS["slow_drift"]
+    m = generate("slow_drift", 20_000, 9)
+    r = _returns(m)
+    p_up = forward_filter(r, (spec.drift, -spec.drift), (spec.sigma, spec.sigma), spec.p_stay)
+    np.testing.assert_array_equal(m.oracle_position, hold_with_band(p_up, spec.band))
+    np.testing.assert_array_equal(hold_with_band(np.array([0.5, 0.75, 0.6, 0.2, 0.5]), 0.2),
+                                  [0.0, 1.0, 1.0, -1.0, -1.0])
+    sign = np.sign(2 * p_up - 1)
+    assert np.count_nonzero(np.diff(m.oracle_position)) < np.count_nonzero(np.diff(sign))
+
+    def at_20bp(pos):
+        held = pos[:-1]
+        return sharpe(held * np.expm1(r[1:])
+                      - 2e-3 * np.abs(np.diff(np.concatenate([[0.0], held]))), 252)
+
+    assert at_20bp(m.oracle_position) > at_20bp(sign) and at_20bp(m.oracle_position) > 1.0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
-from rl_trader import agent
+from rl_trader import agent, model_q
 from rl_trader.agent import HParams
 from rl_trader.env import FLAT
 from rl_trader.metrics import sharpe
@@ -150,41 +150,30 @@ def test_backup_all_trains_with_finite_metrics(setup):
     np.testing.assert_array_equal(np.asarray(discount_t)[rows, idx] == 0, data.terminated)
 
 
-def test_forecast_sizing_trains_and_holds_positions_off_the_magnitude_grid(setup):
-    """`--sizing forecast` end to end: the random prefill is sized by the forecast (other
-    rewards than the magnitudes' from the same key), two epochs learn with finite metrics, and
-    the greedy validation positions are forecast-sized, not only the magnitudes."""
+def test_the_model_head_trains_its_forecasts_and_acts_on_the_position_grid(setup):
+    """`--q-head model` (with the PLE encoding) end to end: the random prefill is the generic
+    head's (same key, same actions: the network is not read), epochs learn with finite
+    metrics, every target leaf moves under the EMA, and the greedy validation positions are
+    among the K positions."""
     prep, datas, trainer, val_len = setup
-    fc = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, sizing="forecast"))
-    sized = jit_single(make_train(fc, prep.periods_per_year, val_len))
+    cfg = dataclasses.replace(CFG, net=dataclasses.replace(CFG.net, q_head="model",
+                                                           embedding="ple"),
+                              agent=dataclasses.replace(CFG.agent, backup=None))
+    model = jit_single(make_train(cfg, prep.periods_per_year, val_len))
     key = jax.random.PRNGKey(21)
-    runner = sized.init(key, datas[0])
+    runner = model.init(key, datas[0])
     plain = trainer.init(key, datas[0])
     np.testing.assert_array_equal(runner.replay.data.direction, plain.replay.data.direction)
-    assert not np.allclose(runner.replay.data.reward, plain.replay.data.reward)
+    before = jax.tree.map(np.asarray, runner.learner.target_params)  # epochs donate the runner
     for _ in range(2):
-        runner, metrics = sized.epoch(runner, datas[0], HP)
+        runner, metrics = model.epoch(runner, datas[0], HP)
         chex.assert_tree_all_finite((runner.learner, metrics))
+    moved = jax.tree.map(lambda a, b: bool(np.any(np.asarray(a) != b)),
+                         runner.learner.target_params, before)
+    assert all(jax.tree.leaves(moved)), moved
     one = jax.tree.map(lambda x: x[None], runner.learner.params)
-    pos = np.abs(np.asarray(sized.evaluate(one, datas[0], datas[0].val[0], val_len,
-                                           key).position))
-    off_grid = (pos > 0) & ~np.isin(pos, np.asarray(fc.env.magnitudes, np.float32))
-    assert off_grid.mean() > 0.5
-
-
-def test_aux_noise_zero_trains_the_forecast_without_the_noise(setup):
-    """`--aux-noise 0`: an epoch with finite metrics whose forecast loss and updates differ
-    from those of the learner fitting it on the TD loss's noisy inputs, from the same start."""
-    prep, datas, trainer, val_len = setup
-    clean = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, aux_noise=0.0))
-    learner = jit_single(make_train(clean, prep.periods_per_year, val_len))
-    key = jax.random.PRNGKey(17)
-    runner, metrics = learner.epoch(learner.init(key, datas[0]), datas[0], HP)
-    chex.assert_tree_all_finite((runner.learner, metrics))
-    noisy, noisy_metrics = trainer.epoch(trainer.init(key, datas[0]), datas[0], HP)
-    assert float(metrics.aux_loss) != float(noisy_metrics.aux_loss)
-    assert not np.allclose(np.asarray(runner.learner.params["params"]["aux"]["kernel"]),
-                           np.asarray(noisy.learner.params["params"]["aux"]["kernel"]))
+    pos = np.asarray(model.evaluate(one, datas[0], datas[0].val[0], val_len, key).position)
+    assert np.all(np.isin(pos, np.asarray(model_q.position_fractions(cfg.env), np.float32)))
 
 
 def test_bagging_weights_each_sample_by_its_members_bag(setup):

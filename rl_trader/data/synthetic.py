@@ -11,6 +11,24 @@ r_{t+1} exactly (less costs). The conditional mean known at the close of t is `s
                 (sticky p_stay): the edge is in sizing, not direction
     random_walk μ = 0                                          (no skill possible)
 
+Nonlinear markets, whose drift a linear forecast of the bar-t features sees little of (z_t =
+r_t / σ_t, the last return in units of its σ; `nonlinear_drift`):
+
+    cubic:       μ_{t+1} = φ·σ·He₃(z_t)/√6, He₃(z) = z³ − 3z with z clipped to ±3 (odd, yet
+                 uncorrelated with z_t: down after small rises, up after large ones)
+    step:        μ_{t+1} = φ·σ·sign(z_t)·(1 if |z_t| < c else −1), c = √(2 ln 2) (momentum
+                 after small moves, reversal after large ones; c makes it uncorrelated with z_t)
+    vol_sign:    σ_{t+1}² = ω + α·r_t² + β·σ_t² (GARCH(1, 1) around σ), and
+                 μ_{t+1} = φ·σ_{t+1}·sign(σ_{t+1} − σ)·tanh(z_t): momentum when volatility is
+                 above its long-run level, reversal below it
+    interaction: μ_{t+1} = φ·σ·tanh(z_t)·tanh(v_t), v_t the bar's volume surprise (log volume =
+                 15 + 0.3·v_t, v_t ~ N(0, 1)): a move on high volume continues, one on low
+                 volume reverses
+
+and a persistent hidden drift to be traded at high costs:
+
+    slow_drift:  as regime, with a smaller drift and longer regimes (p_stay 0.995)
+
 `signal[t] = E[r_{t+1} | bars ≤ t]` for ar1, vol_regime and random_walk; for regime it is the
 true next drift (it knows the hidden state).
 
@@ -20,8 +38,12 @@ model by its sign (or size), the bar a perfect learner could reach (costs are no
 rule, so a policy that trades less, such as ridge, can beat it after costs):
 
     ar1, random_walk: sign(signal[t]) (the signal is already causal)
+    nonlinear:        sign(signal[t]) (the drift is a known function of past returns)
     regime:           sign(E[μ_{t+1} | r_≤t]), the next drift filtered by the two-state Bayes
                       (forward) filter with the true drift, σ and p_stay
+    slow_drift:       the cost-aware oracle: the same filter's sign held with a band, long once
+                      P(up) > ½ + band, short once P(up) < ½ − band, else the position it holds
+                      (`hold_with_band`), so it trades only on strong evidence
     vol_regime:       1.0 when the filtered P(bar t+1 calm | r_≤t) > 1/2, else 0.25. The Sharpe
                       ratio of sizes w_s per state is maximised by w_s ∝ μ/σ_s² (calm :
                       turbulent = 1 : 0.09); 1.0 and 0.25 are the nearest the env's magnitudes
@@ -54,6 +76,8 @@ class Spec:
     p_stay: float = 0.98
     sigma_turbulent: float = 0.0  # vol_regime: σ of the turbulent state (`sigma` is the calm one)
     turbulent_size: float = 0.25  # vol_regime: the oracle's size in the turbulent state
+    shape: str = ""  # nonlinear: bump, cubic, vol_sign or interaction
+    band: float = 0.0  # regime: the oracle holds its position while |P(up) − ½| ≤ band
 
 
 MARKETS = {
@@ -64,7 +88,14 @@ MARKETS = {
     "ar1_weak": Spec("ar1", phi=0.1),
     "vol_regime": Spec("vol_regime", sigma=0.006, sigma_turbulent=0.02, drift=0.0005,
                        p_stay=0.99),
+    "cubic": Spec("nonlinear", shape="cubic", phi=0.25),
+    "step": Spec("nonlinear", shape="step", phi=0.25),
+    "vol_sign": Spec("nonlinear", shape="vol_sign", phi=0.4),
+    "interaction": Spec("nonlinear", shape="interaction", phi=0.6),
+    "slow_drift": Spec("regime", drift=0.0015, p_stay=0.995, band=0.2),
 }
+NONLINEAR = tuple(name for name, spec in MARKETS.items() if spec.kind == "nonlinear")
+GARCH = (0.1, 0.85)  # vol_sign: (α, β); ω = σ²·(1 − α − β)
 
 
 @dataclass(frozen=True)
@@ -104,7 +135,12 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
         hidden_position = np.sign(signal)
         calm_or_up = forward_filter(r, (spec.drift, -spec.drift), (spec.sigma, spec.sigma),
                                     spec.p_stay)
-        position = np.sign(2.0 * calm_or_up - 1.0)
+        position = (hold_with_band(calm_or_up, spec.band) if spec.band
+                    else np.sign(2.0 * calm_or_up - 1.0))
+    elif spec.kind == "nonlinear":
+        surprise = rng.standard_normal(n_bars)  # the volume's, drawn before it is used
+        r, signal, sigma = nonlinear_drift(spec, eps, surprise)
+        position = hidden_position = np.sign(signal)
     else:  # vol_regime
         state = np.cumsum(rng.random(n_bars) > spec.p_stay) % 2
         sigma = np.where(state == 0, spec.sigma, spec.sigma_turbulent)
@@ -119,13 +155,60 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
     wick = np.abs(rng.normal(0.0, 0.3 * sigma, (2, n_bars)))
     high = np.maximum(open_, close) * np.exp(wick[0])
     low = np.minimum(open_, close) * np.exp(-wick[1])
-    volume = np.round(rng.lognormal(15.0, 0.3, n_bars))
+    volume = np.round(rng.lognormal(15.0, 0.3, n_bars) if spec.kind != "nonlinear"
+                      else np.exp(15.0 + 0.3 * surprise))
     dates = np.busday_offset("2000-01-03", np.arange(n_bars), roll="forward")
     digest = hashlib.sha256(f"synthetic:{name}:{n_bars}:{seed}".encode()).hexdigest()
     bars = Bars(dates=dates.astype("datetime64[ns]"), open=open_, high=high, low=low,
                 close=close, volume=volume, source=f"synthetic:{name}", sha256=digest)
     return SyntheticMarket(bars=bars, signal=signal, oracle_position=position,
                            hidden_state_position=hidden_position, hidden_state=state)
+
+
+STEP_EDGE = float(np.sqrt(2.0 * np.log(2.0)))  # step: E[|z|; |z| < c] = ½·E|z| for z ~ N(0, 1)
+
+
+def nonlinear_drift(spec: Spec, eps: np.ndarray,
+                    surprise: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(returns r, signal E[r_{t+1} | bars ≤ t], σ_t of each bar) of a nonlinear market driven
+    by the standard normal draws `eps` and the volume surprises `surprise` (module
+    docstring). A recursion over bars."""
+    n, sd, phi = len(eps), spec.sigma, spec.phi
+    alpha, beta = GARCH
+    r, signal, sigma = np.zeros(n), np.zeros(n), np.full(n, sd)
+    mu = 0.0  # the drift of bar t, known at the close of t − 1
+    for t in range(n):
+        r[t] = mu + sigma[t] * eps[t]
+        z = r[t] / sigma[t]
+        nxt = sd
+        if spec.shape == "step":
+            mu = phi * sd * np.sign(z) * (1.0 if abs(z) < STEP_EDGE else -1.0)
+        elif spec.shape == "cubic":
+            zc = min(max(z, -3.0), 3.0)
+            mu = phi * sd * (zc**3 - 3.0 * zc) / np.sqrt(6.0)
+        elif spec.shape == "vol_sign":
+            nxt = np.sqrt(sd * sd * (1.0 - alpha - beta) + alpha * r[t] ** 2
+                          + beta * sigma[t] ** 2)
+            mu = phi * nxt * np.sign(nxt - sd) * np.tanh(z)
+        else:  # interaction
+            mu = phi * sd * np.tanh(z) * np.tanh(surprise[t])
+        signal[t] = mu
+        if t + 1 < n:
+            sigma[t + 1] = nxt
+    return r, signal, sigma
+
+
+def hold_with_band(p_up: np.ndarray, band: float) -> np.ndarray:
+    """Positions [T] from P(up) [T]: +1 once p > ½ + band, −1 once p < ½ − band, otherwise
+    the position already held (0 before the first signal). A recursion over bars."""
+    out, held = np.empty(len(p_up)), 0.0
+    for t, p in enumerate(p_up):
+        if p > 0.5 + band:
+            held = 1.0
+        elif p < 0.5 - band:
+            held = -1.0
+        out[t] = held
+    return out
 
 
 def forward_filter(r: np.ndarray, mu: tuple[float, float], sigma: tuple[float, float],
