@@ -105,6 +105,9 @@ def build_gate_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=RUNS, metavar="N",
                    help=f"runs per market: data seed {GATE_SEED_BASE}+k, run seed --seed+k "
                         f"(default {RUNS})")
+    p.add_argument("--first-run", type=int, default=0, metavar="K",
+                   help="the first run's index: runs K … K+N−1 (default 0; e.g. to add runs "
+                        "to a gate's run directory)")
     p.add_argument("--bars", type=int, default=BARS, metavar="N",
                    help=f"bars per market (default {BARS})")
     for name, (default, text) in FLOORS.items():
@@ -114,6 +117,10 @@ def build_gate_parser(prog: str = PROG) -> argparse.ArgumentParser:
                    help=f"random_walk: the stitched DSR must stay below this (default {DSR_MAX})")
     p.add_argument("--out", default=None, metavar="FILE",
                    help="JSON with every figure (default RUN_DIR/gate.json)")
+    p.add_argument("--rescore", action="store_true",
+                   help="train nothing: judge the runs already in RUN_DIR/MARKET-run<k> (e.g. "
+                        "made by several gate processes side by side, each with its own "
+                        "--markets and --out, or to apply other floors)")
     return p
 
 
@@ -133,6 +140,9 @@ def check_options(args: argparse.Namespace, defaults: argparse.Namespace) -> lis
                          f"{', '.join(sorted(MARKETS))}")
     if not 1 <= args.runs <= 100:
         raise InputError(f"option --runs={args.runs} is out of range: must be in [1, 100]")
+    if not 0 <= args.first_run <= 899:
+        raise InputError(f"option --first-run={args.first_run} is out of range: must be in "
+                         "[0, 899]")
     if not 100 <= args.bars <= 50_000_000:
         raise InputError(f"option --bars={args.bars} is out of range: must be in [100, 5e7]")
     for opt in FLOORS:
@@ -328,6 +338,26 @@ def print_tables(runs: list[dict]) -> None:
               f"{_num(s['dsr'], '.3f'):>6}")
 
 
+def saved_summary(run_dir: Path, cfg) -> dict:
+    """The finished run in `run_dir` (--rescore), refused in one line unless it is the run
+    `cfg` describes: the same configuration, the gate's options included."""
+    import json
+
+    from rl_trader.config import config_from_dict
+
+    path = run_dir / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        saved = config_from_dict(summary["config"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(f"option --rescore: '{path}' is not a finished run ({err})") from None
+    if saved != cfg:
+        raise InputError(f"option --rescore: '{run_dir}' holds a run of another configuration "
+                         f"(data {saved.data.path}, run seed {saved.seed}) than the gate's "
+                         "options give")
+    return summary
+
+
 def market_config(base, market: str, bars: int, k: int):
     """The main job's configuration of run k on `market`: its fresh data seed, run seed
     --seed + k, and for a high-cost market `COSTLY_COSTS`."""
@@ -362,29 +392,36 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         if out.exists() and not args.overwrite:
             raise InputError(f"option --out: '{out}' already exists: pass --overwrite to "
                              "replace it or choose another --out")
+        if args.rescore and not args.run_dir:
+            raise InputError("option --rescore needs --run-dir (the gate's runs to judge)")
         jobs = []  # every market and run prepared first: bad options fail before any training
         for market in markets:
-            for k in range(args.runs):
+            for k in range(args.first_run, args.first_run + args.runs):
                 cfg = market_config(base, market, args.bars, k)
                 run_dir = parent / f"{market}-run{k}"
+                if args.rescore:
+                    jobs.append((market, k, cfg, run_dir, saved_summary(run_dir, cfg)))
+                    continue
                 check_run_dir(run_dir, args.overwrite)
-                jobs.append((market, k, prepare(cfg), run_dir))
+                jobs.append((market, k, prepare(cfg), run_dir, None))
+        first = GATE_SEED_BASE + args.first_run
         print(f"convergence gate: markets {', '.join(markets)}; {args.runs} run(s) each, data "
-              f"seeds {GATE_SEED_BASE}…{GATE_SEED_BASE + args.runs - 1}; "
+              f"seeds {first}…{first + args.runs - 1}; "
               f"preset {args.preset or 'default'}, "
               f"{base.folds.n_folds} folds, {args.bars} bars, {base.train.epochs} epochs; "
               f"{', '.join(m for m in markets if m in COSTLY_MARKETS) or 'no market'} at "
               f"{sum(COSTLY_COSTS.values()):g} bp a unit traded; {describe_device()}; run dirs "
               f"under {parent}", flush=True)
         runs = []
-        for market, k, prep, run_dir in jobs:
-            print(f"== {market} run {k}: {prep.cfg.data.path}, run seed {prep.cfg.seed}",
-                  flush=True)
-            summary = run_experiment(prep, run_dir, overwrite=args.overwrite,
-                                     log=lambda line: print(line, flush=True),
-                                     devices=args.devices)
-            runs.append({"market": market, "run": k, "data": prep.cfg.data.path,
-                         "data_seed": GATE_SEED_BASE + k, "run_seed": prep.cfg.seed,
+        for market, k, prep, run_dir, summary in jobs:
+            cfg = prep if summary is not None else prep.cfg
+            if summary is None:
+                print(f"== {market} run {k}: {cfg.data.path}, run seed {cfg.seed}", flush=True)
+                summary = run_experiment(prep, run_dir, overwrite=args.overwrite,
+                                         log=lambda line: print(line, flush=True),
+                                         devices=args.devices)
+            runs.append({"market": market, "run": k, "data": cfg.data.path,
+                         "data_seed": GATE_SEED_BASE + k, "run_seed": cfg.seed,
                          "run_dir": str(run_dir), **run_figures(summary)})
             print_tables(runs[-1:])
     except InputError as err:

@@ -84,6 +84,22 @@ def test_gate_fails_an_impossible_goal_with_the_same_figures(trivial_gate, tmp_p
     assert (now["folds"], now["stitched"]) == (before["folds"], before["stitched"])  # same
 
 
+def test_rescore_judges_the_saved_runs_without_training(trivial_gate, tmp_path, capsys):
+    _, parent = trivial_gate
+    argv = GATE + TRIVIAL + ["--markets", "ar1_strong,random_walk", "--run-dir", str(parent),
+                             "--rescore"]
+    assert main(argv + ["--out", str(tmp_path / "again.json")]) == 0
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert again["runs"] == json.loads((parent / "gate.json").read_text())["runs"]
+    assert main(argv + ["--dsr-max", "0", "--out", str(tmp_path / "strict.json")]) == 1
+    capsys.readouterr()
+    assert main(argv + ["--lr", "0.001", "--out", str(tmp_path / "other.json")]) == 2
+    assert "holds a run of another configuration" in capsys.readouterr().err
+    assert main(GATE + ["--markets", "cubic", "--run-dir", str(parent), "--rescore",
+                        "--out", str(tmp_path / "none.json")]) == 2
+    assert "is not a finished run" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--markets", "ar1,nope"], "--markets"),
     (["--markets", "ar1,ar1"], "--markets"),
