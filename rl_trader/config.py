@@ -73,7 +73,7 @@ class FeatureConfig:
     """Causal market features and the look-back window the network sees."""
 
     lookback: int = option(
-        32, "look-back window in bars (including bar t); 1: bar-level inputs (the bar-t "
+        1, "look-back window in bars (including bar t); 1: bar-level inputs (the bar-t "
         "variables alone, no window context)")
     clip: float = option(5.0, "normalised features are clipped to [-clip, clip]")
     portfolio_inputs: str = option(
@@ -121,7 +121,7 @@ class EnvConfig:
     commission_bps: float = option(1.0, "commission, bps of traded notional")
     slippage_bps: float = option(1.0, "slippage against the trader, bps of traded notional")
     episode_bars: int = option(256, "training episode length in bars before truncation")
-    reward: str = option("log", "learning reward: log growth, mean_variance "
+    reward: str = option("mean_variance", "learning reward: log growth, mean_variance "
                          "(r − (λ/2)·r², returns in percent) or dsr (differential Sharpe "
                          "ratio)", choices=REWARDS)
     risk_aversion: float = option(0.1, "λ of the mean_variance reward, per percent return")
@@ -152,7 +152,7 @@ class NetConfig:
     encoding of each input variable."""
 
     q_head: str = option(
-        "generic", "Q-function: generic (a branching dueling Q-network learnt by TD) or model "
+        "model", "Q-function: generic (a branching dueling Q-network learnt by TD) or model "
         "(Q assembled from the known reward: forecasts of the next return's first two "
         "moments learnt by regression, the env's cost, and a continuation learnt by TD)",
         choices=Q_HEADS)
@@ -276,8 +276,8 @@ class TrainConfig:
                         "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
-    # 288 = the settings looked at to choose the defaults, counted in docs/learning.md.
-    prior_trials: int = option(288, "trials looked at outside this run (e.g. the settings tried "
+    # 318 = the settings looked at to choose the defaults, counted in docs/learning.md.
+    prior_trials: int = option(318, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/learning.md), added to the DSR's "
                                "count of trials")
 
@@ -353,7 +353,6 @@ def preset(name: str) -> RunConfig:
         return RunConfig()
     if name == "smoke":
         return RunConfig(
-            features=FeatureConfig(lookback=8),
             net=NetConfig(hidden=8, trunk=16, context=8),
             agent=AgentConfig(batch_size=32, replay_capacity=64, n_step=2),
             train=TrainConfig(epochs=1, n_envs=8, steps_per_epoch=40, prefill_steps=8, seeds=1),

@@ -216,6 +216,24 @@ def centred(adv: jax.Array) -> jax.Array:
     return adv - adv.mean(-1, keepdims=True)
 
 
+def head(n: int, name: str, x: jax.Array, precision: str) -> jax.Array:
+    """A Dense head of `n` outputs, returned in float32 (called inside a compact module)."""
+    dtype, prec = numerics(precision)
+    return nn.Dense(n, dtype=dtype, precision=prec, name=name)(x).astype(jnp.float32)
+
+
+def encode(obs: Obs, cfg: NetConfig, dropout: float) -> tuple[jax.Array | None, jax.Array,
+                                                              jax.Array, jax.Array, jax.Array]:
+    """Both heads' encoder (called inside a compact module): the look-back context (or None),
+    the market VSN's output and weights, the portfolio VSN's output and weights."""
+    p = cfg.precision
+    context = lookback_context(obs, cfg.context, p)
+    market, w_market = VSN(cfg.hidden, p, dropout, cfg.embedding, name="market_vsn")(
+        obs.market, context)
+    portfolio, w_port = VSN(cfg.hidden, p, dropout, name="portfolio_vsn")(obs.portfolio)
+    return context, market, w_market, portfolio, w_port
+
+
 class QNetwork(nn.Module):
     """Branching dueling Q-network over the market and portfolio groups, with an aux head.
 
@@ -230,21 +248,13 @@ class QNetwork(nn.Module):
     @nn.compact
     def __call__(self, obs: Obs, dropout: float = 0.0) -> QOut:
         cfg, p = self.cfg, self.cfg.precision
-        dtype, prec = numerics(p)
-
-        def dense(n: int, name: str, x: jax.Array) -> jax.Array:  # a float32 head output
-            return nn.Dense(n, dtype=dtype, precision=prec, name=name)(x).astype(jnp.float32)
-
-        context = lookback_context(obs, cfg.context, p)
-        market, w_market = VSN(cfg.hidden, p, dropout, cfg.embedding, name="market_vsn")(
-            obs.market, context)
-        portfolio, w_port = VSN(cfg.hidden, p, dropout, name="portfolio_vsn")(obs.portfolio)
+        context, market, w_market, portfolio, w_port = encode(obs, cfg, dropout)
         trunk = GRN(cfg.trunk, precision=p, dropout=dropout, name="trunk")(
             jnp.concatenate([market, portfolio], -1), context)
-        value = dense(1, "value", trunk)
-        adv_dir = dense(3, "adv_direction", trunk)
-        adv_mag = dense(self.n_magnitudes, "adv_magnitude", trunk)
-        aux = dense(1, "aux", with_context(market, context))[..., 0]
+        value = head(1, "value", trunk, p)
+        adv_dir = head(3, "adv_direction", trunk, p)
+        adv_mag = head(self.n_magnitudes, "adv_magnitude", trunk, p)
+        aux = head(1, "aux", with_context(market, context), p)[..., 0]
         return QOut(q_direction=value + centred(adv_dir), q_magnitude=value + centred(adv_mag),
                     aux=aux, market_weights=w_market, portfolio_weights=w_port)
 
@@ -259,26 +269,18 @@ class ModelQNetwork(nn.Module):
     @nn.compact
     def __call__(self, obs: Obs, dropout: float = 0.0) -> ModelOut:
         cfg, p = self.cfg, self.cfg.precision
-        dtype, prec = numerics(p)
-
-        def dense(n: int, name: str, x: jax.Array) -> jax.Array:  # a float32 head output
-            return nn.Dense(n, dtype=dtype, precision=prec, name=name)(x).astype(jnp.float32)
-
-        context = lookback_context(obs, cfg.context, p)
-        market, w_market = VSN(cfg.hidden, p, dropout, cfg.embedding, name="market_vsn")(
-            obs.market, context)
+        context, market, w_market, portfolio, w_port = encode(obs, cfg, dropout)
         forecast = GRN(cfg.trunk, precision=p, dropout=dropout, name="forecast")(market, context)
-        moments = dense(2, "moments", forecast)
-        portfolio, w_port = VSN(cfg.hidden, p, dropout, name="portfolio_vsn")(obs.portfolio)
+        moments = head(2, "moments", forecast, p)
         enc, ctx = market, context
         if not cfg.td_to_encoder:
             enc, ctx = jax.lax.stop_gradient((market, context))
         trunk = GRN(cfg.trunk, precision=p, dropout=dropout, name="trunk")(
             jnp.concatenate([enc, portfolio], -1), ctx)
-        value = dense(1, "value", trunk)
+        value = head(1, "value", trunk, p)
         return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),
-                        w_direction=value + centred(dense(3, "adv_direction", trunk)),
-                        w_magnitude=centred(dense(self.n_magnitudes, "adv_magnitude", trunk)),
+                        w_direction=value + centred(head(3, "adv_direction", trunk, p)),
+                        w_magnitude=centred(head(self.n_magnitudes, "adv_magnitude", trunk, p)),
                         market_weights=w_market, portfolio_weights=w_port)
 
 

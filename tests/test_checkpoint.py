@@ -28,7 +28,7 @@ from rl_trader.config import AgentConfig, NetConfig
 from rl_trader.errors import InputError
 from rl_trader.networks import Obs, QNetwork, make_network
 
-NET = NetConfig(hidden=4, trunk=8, context=4)
+NET = NetConfig(q_head="generic", hidden=4, trunk=8, context=4)
 N_MAG = 4
 OBS = Obs(market=jnp.zeros(5), window=jnp.zeros((3, 5)), portfolio=jnp.zeros(5))
 META = {"config": {"net": {"hidden": 4}, "lr": 3e-4, "magnitudes": [0.5, 1.0]},

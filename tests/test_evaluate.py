@@ -44,7 +44,7 @@ def decision_at_validation(cfg):
 
 
 def test_ensemble_position_is_the_mean_of_its_members_targets():
-    cfg = tiny_config()
+    cfg = tiny_config(generic=True)
     data, net, state, port, obs = decision_at_validation(cfg)
     members = [init_params(net, obs, seed=s) for s in range(3)]
     key = jax.random.key(0)
@@ -69,7 +69,7 @@ def test_ensemble_position_is_the_mean_of_its_members_targets():
 
 def test_greedy_q_is_the_bdq_value_of_the_greedy_action():
     """Q(s, â) = Q_dir(â_dir) when flat, else the mean of the two branches' greedy values."""
-    cfg = tiny_config()
+    cfg = tiny_config(generic=True)
     data, net, state, port, obs = decision_at_validation(cfg)
     for seed in range(4):
         params = init_params(net, obs, seed=seed)
@@ -85,9 +85,9 @@ def test_model_head_ensemble_holds_the_best_position_of_its_mean_q():
     """The model head: each member's Q over the K positions is assembled from its forecasts,
     the env's cost of moving from the held position and its continuation; the ensemble holds
     the argmax of the members' mean Q and reports that Q and the mean forecast μ̂."""
-    base = tiny_config()
-    cfg = dataclasses.replace(base, net=dataclasses.replace(base.net, q_head="model"),
-                              agent=dataclasses.replace(base.agent, backup=None))
+    cfg = tiny_config()  # the default head: model
+    assert cfg.net.q_head == "model" and cfg.env.reward == "mean_variance"
+    kappa = 100.0 * cfg.env.risk_aversion
     data, net, state, port, obs = decision_at_validation(cfg)
     s = float(data.return_scale[state.t])
     members = [init_params(net, obs, seed=k) for k in range(3)]
@@ -98,7 +98,8 @@ def test_model_head_ensemble_holds_the_best_position_of_its_mean_q():
         out = net.apply(p, obs)
         mu, m2 = s * float(out.aux), s * s * float(out.second_moment)
         w = np.asarray(model_q.continuation(out), np.float64)
-        q = [100.0 * (a * (mu + 0.5 * m2) - 0.5 * a * a * m2 - cost_rate * abs(a - 0.0)) + c
+        q = [100.0 * (a * (mu + 0.5 * m2) - 0.5 * kappa * a * a * m2 - cost_rate * abs(a - 0.0))
+             + c
              for a, c in zip(fractions, w, strict=True)]
         qs.append(q)
     mean_q = np.mean(qs, 0)

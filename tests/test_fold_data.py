@@ -10,7 +10,7 @@ from rl_trader import env
 from rl_trader.buckets import trim
 from rl_trader.evaluate import baseline_rollouts, fit_ridge, greedy_decide, rollout
 from rl_trader.fold_data import FoldData, Obs, observe
-from rl_trader.networks import QNetwork
+from rl_trader.networks import make_network
 from rl_trader.prepare import prepare
 
 
@@ -18,6 +18,7 @@ def _unpadded(data: FoldData, n: int) -> FoldData:
     """The same fold cut back to its n real bars (what it was before shape buckets)."""
     cut = lambda x: x[:n]  # noqa: E731
     return dataclasses.replace(data, features=cut(data.features), aux_target=cut(data.aux_target),
+                               return_scale=cut(data.return_scale),
                                prices=env.Prices(open=cut(data.prices.open),
                                                  close=cut(data.prices.close)))
 
@@ -31,7 +32,7 @@ def test_padding_changes_no_rollout_up_to_the_last_bar():
     plain = _unpadded(padded, n)
     start, length = int(prep.folds[k].test[0]), prep.test_len
     assert start + length == n  # the last test block ends at the last bar: the edge case
-    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    net = make_network(cfg.net, len(cfg.env.magnitudes))
     f = padded.features.shape[1]
     dummy = Obs(market=np.zeros(f, np.float32), window=np.zeros((cfg.features.lookback, f),
                                                                   np.float32),

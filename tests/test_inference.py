@@ -8,6 +8,7 @@ import hashlib
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
@@ -31,7 +32,8 @@ from rl_trader.evaluate import greedy_decide
 from rl_trader.features import fit_normaliser
 from rl_trader.fold_data import fold_normaliser, make_fold_data, observe
 from rl_trader.inference import learner_template, load_policy, restore_acting
-from rl_trader.networks import QNetwork
+from rl_trader.model_q import assemble
+from rl_trader.networks import make_network
 from rl_trader.prepare import prepare
 
 
@@ -115,13 +117,18 @@ def test_predict_matches_the_restored_ensemble_on_the_last_bar(trained, capsys):
     target, aux = greedy_decide(params, data, cfg)(None, state, port)
     w_m = aux.market_weights
     assert pred["target"]["fraction"] == pytest.approx(float(target), abs=1e-6)
-    q = jax.vmap(QNetwork(cfg.net, len(cfg.env.magnitudes)).apply, in_axes=(0, None))(
+    out = jax.vmap(make_network(cfg.net, len(cfg.env.magnitudes)).apply, in_axes=(0, None))(
         params, observe(data, state.t, port, cfg.features))
+    n = out.aux.shape[0]
+    q = assemble(out, jnp.zeros(n), jnp.full(n, data.return_scale[state.t]), cfg.env,
+                 cfg.agent.reward_scale)  # flat: the held position is 0
+    scale = float(data.return_scale[state.t])
     for s, member in enumerate(pred["members"]):
-        np.testing.assert_allclose(list(member["q_direction"].values()), q.q_direction[s],
-                                   atol=1e-5)
-        np.testing.assert_allclose(list(member["q_magnitude"].values()), q.q_magnitude[s],
-                                   atol=1e-5)
+        np.testing.assert_allclose(list(member["q_position"].values()), q[s], atol=1e-4)
+        assert member["aux_next_log_return"] == pytest.approx(float(out.aux[s]) * scale,
+                                                              rel=1e-5)
+        assert member["next_return_second_moment"] == pytest.approx(
+            float(out.second_moment[s]) * scale**2, rel=1e-5)
     np.testing.assert_allclose(list(pred["market_vsn_weights"].values()), w_m, atol=1e-6)
     assert pred["portfolio_features"]["position"] == 0.0
     # a held position enters the portfolio features; the table form prints the target

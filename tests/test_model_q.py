@@ -23,7 +23,7 @@ from rl_trader.model_q import (
 )
 from rl_trader.networks import ModelOut
 
-ENV = EnvConfig(magnitudes=(0.5, 1.0))  # K = 5 positions: 0, −0.5, −1, +0.5, +1
+ENV = EnvConfig(magnitudes=(0.5, 1.0), reward="log")  # K = 5: 0, −0.5, −1, +0.5, +1
 POSITIONS = (0.0, -0.5, -1.0, 0.5, 1.0)
 
 
