@@ -192,11 +192,14 @@ def test_model_network_outputs_and_the_stop_gradient():
         assert bool(jnp.all(out.second_moment >= 0))
         np.testing.assert_allclose(out.w_magnitude.mean(-1), 0.0, atol=1e-6)
 
-        def grads(head, net=net, params=params):
-            return jax.grad(lambda p: head(net.apply(p, obs)).sum())(params)["params"]
+        def grads(params, net=net):  # the continuation's and the forecasts' gradients
+            def part(head):
+                return jax.grad(lambda p: head(net.apply(p, obs)).sum())(params)["params"]
 
-        td = grads(lambda o: o.w_direction[:, 0] + o.w_magnitude[:, 1])
-        fc = grads(lambda o: o.aux + o.second_moment)
+            return (part(lambda o: o.w_direction[:, 0] + o.w_magnitude[:, 1]),
+                    part(lambda o: o.aux + o.second_moment))
+
+        td, fc = jax.jit(grads)(params)
         for name in ("market_vsn", "lookback"):
             reach = any(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(td[name]))
             assert reach == td_to_encoder, (name, td_to_encoder)
