@@ -42,7 +42,7 @@ import pytest
 
 # The modules that take longest on a 2-core CPU (seconds in a full run, measured 2026-12-01),
 # slowest first.
-SLOW_FIRST = ("test_reliability",  # ~165: seven subprocess runs, the first compiling
+SLOW_FIRST = ("test_reliability",  # ~165: five subprocess runs, the first compiling
               "test_multihost",  # ~115: two processes killed and resumed, no compile cache
               "test_devices",  # ~80: 4 fake devices, its own programs
               "test_train",  # ~65
@@ -73,14 +73,17 @@ def memory_basetemp() -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's tmp_path plugin reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
-    """Before any test module imports JAX: XLA's CPU backend compiling cheaply; in the
-    controlling process (not an xdist worker, which gets its directory from it), the session's
-    temporary files on tmpfs."""
+    """Before any test module imports JAX: XLA's CPU backend compiling cheaply, one OpenMP
+    thread a process; in the controlling process (not an xdist worker, which gets its
+    directory from it), the session's temporary files on tmpfs."""
     flags = os.environ.get("XLA_FLAGS", "")
     on_cpu = os.environ.get("JAX_PLATFORMS", "cpu") == "cpu"  # `make test`; not a GPU session
     if on_cpu:
         extra = [f"--{k}={v}" for k, v in TEST_XLA_FLAGS.items() if k not in flags]
         os.environ["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
+    # One OpenMP thread a process (scikit-learn's trees, in every run's gbm baseline): the
+    # workers already fill the cores, where idle OpenMP threads spin on busy ones.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     worker = hasattr(config, "workerinput")
     if (config.option.basetemp is None and not worker
             and os.environ.get("RL_TRADER_TEST_TMP") != "disk"):

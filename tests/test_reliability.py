@@ -37,28 +37,47 @@ def reference(tmp_path_factory):
 
 
 def test_sigkill_then_resume_equals_uninterrupted(reference):
-    """Killed at each kind of point, one after another (at the start of epoch 1; then, resumed,
-    while saving epoch 1; then, resumed again, while scoring) and resumed in a fresh process
-    each time, the run writes the same summary.json bytes as the uninterrupted run (so the same
-    seed also gives the same bytes from any fresh process), removes its resume state and keeps
-    its timings apart. The kill at 'saved:0' (after an epoch's writes commit) is the next
-    test's; test_devices.py and test_multihost.py kill there too."""
+    """Killed at each kind of point, one after another, and resumed in a fresh process each
+    time, the run writes the same summary.json bytes as the uninterrupted run (so the same seed
+    also gives the same bytes from any fresh process), removes its resume state and keeps its
+    timings apart. The points: 'saved:0' (epoch 0's writes committed, where epoch 1 starts;
+    test_devices.py and test_multihost.py kill there too), then, resumed, while saving epoch 1,
+    then, resumed again, while scoring.
+
+    Fold checkpoints and the resume state are written in the background side by side, so a
+    kill can leave an epoch's resume state on disk without a fold's checkpoint of it: simulated
+    after the first kill by deleting fold 0's epoch-0 checkpoint, which the resumed run saves
+    again from the resume state (the same ensemble and score, if it is kept)."""
+    import shutil
+
+    from rl_trader.checkpoint import FoldCheckpoints
+
     ref, base = reference
     run_dir = base / "killed"
-    out = run_cli(TINY + ["--run-dir", str(run_dir)], kill_at="epoch:1")
+    ckpts = run_dir / "fold_0" / "checkpoints"
+    out = run_cli(TINY + ["--run-dir", str(run_dir)], kill_at="saved:0")
     assert out.returncode == -9, out.stderr  # really killed by SIGKILL
     assert not (run_dir / "summary.json").exists()
+    with FoldCheckpoints(ckpts, "", {}, read_only=True) as c:
+        lost = c.metadata(0)
+    shutil.rmtree(ckpts / "0")
     for kill_at in ("saving:1", "scoring"):
         out = run_cli(["--resume", "--run-dir", str(run_dir)], kill_at=kill_at)
         assert out.returncode == -9, (kill_at, out.stderr)
         assert "resuming after epoch" in out.stdout, kill_at
         assert not (run_dir / "summary.json").exists()
+        if kill_at == "saving:1":
+            assert ("fold 0: the checkpoint of epoch 0 was not on disk; saved again"
+                    in out.stdout)
     again = run_cli(["--resume", "--run-dir", str(run_dir)])
     assert again.returncode == 0, again.stderr
     assert (run_dir / "summary.json").read_bytes() == ref
     assert not (run_dir / "resume").exists()  # removed once complete
     timings = json.loads((run_dir / "timings.json").read_text())
     assert "seconds_total" in timings  # timings live apart from the summary
+    with FoldCheckpoints(ckpts, "", {}, read_only=True) as c:
+        if 0 in c.saved_epochs():  # kept (among the best two): the same ensemble and score
+            assert c.metadata(0) == lost
 
 
 def test_resume_refuses_options_and_missing_runs(tmp_path, capsys):
@@ -114,29 +133,3 @@ def test_non_finite_training_stops_the_fold_and_keeps_its_last_good_checkpoint(
     assert summary["folds"][0]["best_epoch"] is not None
     assert len(summary["folds"][1]["epochs"]) == 1  # only the good epoch is a trial
     assert np.isfinite(summary["folds"][1]["test_sharpe"])
-
-
-def test_a_fold_checkpoint_lost_beside_a_committed_resume_state_is_saved_again(reference):
-    """Fold checkpoints and the resume state are written in the background side by side; a
-    kill can leave the resume state of an epoch on disk without a fold's checkpoint of it.
-    Simulated by deleting fold 0's epoch-0 checkpoint after a kill at 'saved:0': the resumed
-    run saves it again from the resume state and ends with the uninterrupted run's bytes."""
-    import shutil
-
-    from rl_trader.checkpoint import FoldCheckpoints
-
-    ref, base = reference
-    run_dir = base / "lost_fold_checkpoint"
-    ckpts = run_dir / "fold_0" / "checkpoints"
-    assert run_cli(TINY + ["--run-dir", str(run_dir)], kill_at="saved:0").returncode == -9
-    with FoldCheckpoints(ckpts, "", {}, read_only=True) as c:
-        lost = c.metadata(0)
-    shutil.rmtree(ckpts / "0")
-    again = run_cli(["--resume", "--run-dir", str(run_dir)])
-    assert again.returncode == 0, again.stderr
-    assert "fold 0: the checkpoint of epoch 0 was not on disk; saved again" in again.stdout
-    assert (run_dir / "summary.json").read_bytes() == ref
-    assert not (run_dir / "resume").exists()
-    with FoldCheckpoints(ckpts, "", {}, read_only=True) as c:
-        if 0 in c.saved_epochs():  # kept (among the best two): the same ensemble and score
-            assert c.metadata(0) == lost
