@@ -276,8 +276,8 @@ class TrainConfig:
                         "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
-    # 318 = the settings looked at to choose the defaults, counted in docs/learning.md.
-    prior_trials: int = option(318, "trials looked at outside this run (e.g. the settings tried "
+    # 348 = the settings looked at to choose the defaults, counted in docs/learning.md.
+    prior_trials: int = option(348, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/learning.md), added to the DSR's "
                                "count of trials")
 
