@@ -41,16 +41,32 @@ class Totals:
 _TOTALS = Totals()
 _LOCK = threading.Lock()
 _INSTALLED: list[bool] = []
+_LOCAL = threading.local()  # `unwatched` sets .off in its thread
+
+
+@contextlib.contextmanager
+def unwatched() -> Iterator[None]:
+    """Leave this thread's compilations out of the counts (work in the background, such as
+    `gbm.BackgroundFits`, which no stage waits for)."""
+    _LOCAL.off = True
+    try:
+        yield
+    finally:
+        _LOCAL.off = False
+
+
+def _watched() -> bool:
+    return not getattr(_LOCAL, "off", False)
 
 
 def _on_event(event: str, **_: object) -> None:
-    if event == HIT_EVENT:
+    if event == HIT_EVENT and _watched():
         with _LOCK:
             _TOTALS.cache_hits += 1
 
 
 def _on_duration(event: str, duration: float, **_: object) -> None:
-    if event == BACKEND_EVENT or event in TRACE_EVENTS:
+    if (event == BACKEND_EVENT or event in TRACE_EVENTS) and _watched():
         with _LOCK:
             _TOTALS.seconds += duration
             _TOTALS.programs += event == BACKEND_EVENT

@@ -47,6 +47,7 @@ from rl_trader.errors import InputError
 from rl_trader.evaluate import decision_targets
 from rl_trader.fold_data import fold_inference_metadata
 from rl_trader.folds import format_folds
+from rl_trader.gbm import BackgroundFits
 from rl_trader.metrics import sharpe_of
 from rl_trader.population import Cohort, build, ensembles
 from rl_trader.prepare import Prepared
@@ -92,6 +93,7 @@ class Run:
     laps: list[dict] = dataclasses.field(default_factory=list)  # this process's epochs
     # this process's epochs, each without the seconds spent compiling: the time-left estimate
     work_seconds: list[float] = dataclasses.field(default_factory=list)
+    gbm_fits: BackgroundFits | None = None  # the gbm baseline, fit while the run trains
 
     def wait_for_writes(self) -> None:
         """Block until this process's fold checkpoints and resume state started so far are
@@ -157,6 +159,8 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         cohort = build(prep, devices)
     with clock.stage("start"):
         run, state = start(prep, run_dir, cohort, log, resume, t_start, clock)
+    if jax.process_index() == 0 and not validation_only:  # process 0 alone scores
+        run.gbm_fits = BackgroundFits(cohort.fold_data, prep.val_steps, prep.cfg)
     for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
         state = train_epoch(run, state, epoch)
     with clock.stage("resume_wait"):  # the last epoch's writes
@@ -409,7 +413,8 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
         with run.compiles.first("scoring programs (test rollouts and baselines)"):
             summary = score_folds(run.prep, run.run_dir, run.cohort.pop, run.template,
                                   readers, run.cohort.fold_data, *records,
-                                  mesh=None if is_multiprocess() else run.cohort.mesh)
+                                  mesh=None if is_multiprocess() else run.cohort.mesh,
+                                  gbm_fits=run.gbm_fits)
     summary["fingerprint"] = run.fingerprint
     summary["stopped"] = stopped
     return summary

@@ -13,10 +13,12 @@ the fit is deterministic (fixed `random_state`, no early stopping, no subsamplin
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from rl_trader.compile_watch import unwatched
 from rl_trader.config import RunConfig
 from rl_trader.evaluate import Forecast, forecast_val_sharpes
 from rl_trader.fold_data import FoldData, training_bars
@@ -62,3 +64,26 @@ def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
     return GbmFit(forecast=Forecast(y_hat=y_hat[best], scale=scale[best]),
                   leaves=GBM_LEAVES[best // n_it], iterations=GBM_ITERATIONS[best % n_it],
                   val_sharpe=sharpes.reshape(len(GBM_LEAVES), n_it))
+
+
+def _unwatched_fit(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
+    with unwatched():
+        return fit_gbm(data, val_steps, cfg)
+
+
+class BackgroundFits:
+    """Every fold's `fit_gbm`, one after another on a host thread started while the run trains,
+    so that scoring need not wait for the trees: a fit reads only a fold's train and validation
+    bars and the run's configuration, which training does not change, and it is deterministic,
+    so the results equal fits made at scoring time. Its compilations are left out of the run's
+    compile log (`compile_watch.unwatched`). `result(k)` waits for fold k's fit and raises its
+    error, if any."""
+
+    def __init__(self, data: list[FoldData], val_steps: int, cfg: RunConfig):
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gbm")
+        self._fits: list[Future] = [pool.submit(_unwatched_fit, d, val_steps, cfg)
+                                    for d in data]
+        pool.shutdown(wait=False)  # the thread ends after the last fit
+
+    def result(self, k: int) -> GbmFit:
+        return self._fits[k].result()

@@ -10,7 +10,7 @@ import pytest
 from helpers import tiny_config
 
 from rl_trader import experiment
-from rl_trader.compile_watch import CompileLog, format_seconds, time_left, totals
+from rl_trader.compile_watch import CompileLog, format_seconds, time_left, totals, unwatched
 from rl_trader.prepare import prepare
 
 
@@ -38,6 +38,26 @@ def test_totals_count_compilations():
     jax.jit(lambda x: x * 2.5 - 0.987)(jnp.ones(3)).block_until_ready()
     d = totals().minus(before)
     assert d.programs >= 1 and d.seconds > 0
+
+
+def test_an_unwatched_thread_compiles_without_being_counted():
+    import threading
+
+    before = totals()
+    with unwatched():
+        jax.jit(lambda x: x * 4.5 - 0.321)(jnp.ones(3)).block_until_ready()
+    assert totals().minus(before).programs == 0
+
+    def background():  # another thread: its flag is its own
+        with unwatched():
+            jax.jit(lambda x: x * 5.5 - 0.654)(jnp.ones(3)).block_until_ready()
+
+    t = threading.Thread(target=background)
+    t.start()
+    t.join()
+    assert totals().minus(before).programs == 0
+    jax.jit(lambda x: x * 6.5 - 0.111)(jnp.ones(3)).block_until_ready()  # watched again
+    assert totals().minus(before).programs >= 1
 
 
 @pytest.mark.parametrize("seconds, text", [(0.4, "0s"), (42, "42s"), (185, "3m05s"),
