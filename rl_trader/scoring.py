@@ -52,7 +52,9 @@ def compare(agent: ev.Rollout, data: FoldData, start: int, length: int, steps: i
     (`evaluate.FITTED_BASELINES`). `gbm`: the gbm baseline's fit to `data`, when it was made
     beforehand (`gbm.BackgroundFits`); fit here otherwise."""
     random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
-    fit = None if val_steps is None else gbm or fit_gbm(data, val_steps, cfg)
+    fit = gbm
+    if fit is None and val_steps is not None:
+        fit = fit_gbm(data, val_steps, cfg)
     base = ev.baseline_rollouts(data, start, steps, cfg, random_keys, val_steps,
                                 None if fit is None else fit.forecast)
     rand = trim(base.pop("random"), length, axis=1)
