@@ -159,7 +159,9 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         cohort = build(prep, devices)
     with clock.stage("start"):
         run, state = start(prep, run_dir, cohort, log, resume, t_start, clock)
-    if jax.process_index() == 0 and not validation_only:  # process 0 alone scores
+    # process 0 alone scores; on a CPU backend the host's cores are the training device, so
+    # the trees are fit at scoring time instead of beside the training program
+    if jax.process_index() == 0 and not validation_only and jax.default_backend() != "cpu":
         run.gbm_fits = BackgroundFits(cohort.fold_data, prep.val_steps, prep.cfg)
     for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
         state = train_epoch(run, state, epoch)

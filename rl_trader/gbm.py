@@ -72,12 +72,12 @@ def _unwatched_fit(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
 
 
 class BackgroundFits:
-    """Every fold's `fit_gbm`, one after another on a host thread started while the run trains,
-    so that scoring need not wait for the trees: a fit reads only a fold's train and validation
-    bars and the run's configuration, which training does not change, and it is deterministic,
-    so the results equal fits made at scoring time. Its compilations are left out of the run's
-    compile log (`compile_watch.unwatched`). `result(k)` waits for fold k's fit and raises its
-    error, if any."""
+    """Every fold's `fit_gbm`, one after another on a host thread started while the run trains
+    on an accelerator, so that scoring need not wait for the trees: a fit reads only a fold's
+    train and validation bars and the run's configuration, which training does not change,
+    and it is deterministic, so the results equal fits made at scoring time. Its compilations
+    are left out of the run's compile log (`compile_watch.unwatched`). `result(k)` waits for
+    fold k's fit and raises its error, if any."""
 
     def __init__(self, data: list[FoldData], val_steps: int, cfg: RunConfig):
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gbm")
