@@ -159,9 +159,7 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         cohort = build(prep, devices)
     with clock.stage("start"):
         run, state = start(prep, run_dir, cohort, log, resume, t_start, clock)
-    # process 0 alone scores; on a CPU backend the host's cores are the training device, so
-    # the trees are fit at scoring time instead of beside the training program
-    if jax.process_index() == 0 and not validation_only and jax.default_backend() != "cpu":
+    if jax.process_index() == 0 and not validation_only and host_is_idle():  # it alone scores
         run.gbm_fits = BackgroundFits(cohort.fold_data, prep.val_steps, prep.cfg)
     for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
         state = train_epoch(run, state, epoch)
@@ -175,6 +173,13 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         report(run, state, summary, validation_only)
     barrier("scored")
     return summary
+
+
+def host_is_idle() -> bool:
+    """Whether the host's cores wait while the run trains (an accelerator backend), so that
+    the gbm baseline can be fit beside training (`gbm.BackgroundFits`); on a CPU backend the
+    host's cores are the training device, and the trees are fit at scoring time."""
+    return jax.default_backend() != "cpu"
 
 
 def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], None],

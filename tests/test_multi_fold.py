@@ -15,9 +15,24 @@ TOP_KEYS = {"folds", "stitched_test_sharpe", "geo_mean_test_sharpe", "fingerprin
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
+    """The smoke run, its gbm baselines fit while it trains, as on an accelerator (on the
+    CPU they are fit at scoring time: the other runs of the suite)."""
+    from rl_trader import experiment, gbm
+
     run_dir = tmp_path_factory.mktemp("runs") / "smoke"
-    code = main(["--preset", "smoke", "--folds", "3", "--epochs", "1", "--run-dir",
-                 str(run_dir)])
+    started = []
+
+    class Recorded(gbm.BackgroundFits):
+        def __init__(self, *args):
+            started.append(len(args[0]))
+            super().__init__(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(experiment, "host_is_idle", lambda: True)
+        mp.setattr(experiment, "BackgroundFits", Recorded)
+        code = main(["--preset", "smoke", "--folds", "3", "--epochs", "1", "--run-dir",
+                     str(run_dir)])
+    assert started == [3]  # one background fit per fold
     return code, run_dir
 
 
@@ -27,6 +42,9 @@ def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run, capsys):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert TOP_KEYS <= set(summary)
     assert len(summary["folds"]) == 3
+    for f in summary["folds"]:  # the background fits' results reached the scores
+        assert f["gbm_choice"]["leaves"] in (4, 8, 16)
+        assert np.isfinite(f["baseline_test_sharpes"]["gbm"])
     ends = []
     for k, fold in enumerate(summary["folds"]):
         assert FOLD_KEYS <= set(fold)
