@@ -4,7 +4,7 @@
         [--embedding none|ple] [--updates 5000] [--out forecast_probe.json] [main-job options]
 
 No RL: per fold, the model network's forecasts μ̂ and m̂₂ (`networks.ModelQNetwork`) are fit
-by the model head's regression losses alone (`model_q`'s (μ̂ − y)² + (m̂₂ − y²)², Adam with the
+by the model head's regression losses alone (`model_q.forecast_losses`, summed; Adam with the
 run's learning rate, weight decay and gradient clip, batches of the run's size drawn
 uniformly from the training rows `fold_data.training_bars`, Gaussian noise of each --noise
 level on the inputs), and the validation IC of μ̂ (its correlation with the next-bar target
@@ -85,10 +85,12 @@ def network_ics(net, data, cfg, noise: float, updates: int, val_bars) -> list[fl
     import numpy as np
 
     from rl_trader.agent import HParams, make_optimizer
+    from rl_trader.env import PORTFOLIO_NAMES
     from rl_trader.fold_data import observe, training_bars
+    from rl_trader.model_q import forecast_losses
     from rl_trader.run_state import forecast_ic
 
-    port = jnp.zeros(5)
+    port = jnp.zeros(len(PORTFOLIO_NAMES))  # a flat, fresh portfolio
     obs_of = jax.vmap(lambda t: observe(data, t, port, cfg.features))
     rows = jnp.asarray(np.flatnonzero(np.asarray(training_bars(data))))
     val_obs, y_val = obs_of(val_bars), np.asarray(data.aux_target)[np.asarray(val_bars)]
@@ -96,8 +98,7 @@ def network_ics(net, data, cfg, noise: float, updates: int, val_bars) -> list[fl
     params = net.init(jax.random.PRNGKey(cfg.seed), jax.tree.map(lambda x: x[0], val_obs))
 
     def loss(p, obs, y_b):
-        out = net.apply(p, obs)
-        return jnp.mean((out.aux - y_b) ** 2) + jnp.mean((out.second_moment - y_b**2) ** 2)
+        return sum(forecast_losses(net.apply(p, obs), y_b))
 
     def one(carry, key):
         params, opt = carry

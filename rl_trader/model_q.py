@@ -92,6 +92,14 @@ def model_td(c_tm1: jax.Array, q_t_value: jax.Array, q_t_selector: jax.Array,
     return jax.lax.stop_gradient(y) - c_tm1
 
 
+def forecast_losses(out_tm1: ModelOut, y_tm1: jax.Array,
+                    weight_tm1: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """The forecasts' regression losses on the realised next-bar target y [B]:
+    (mean (μ̂ − y)², mean (m̂₂ − y²)²), weighted as `agent.weighted_mean`."""
+    return (weighted_mean((out_tm1.aux - y_tm1) ** 2, weight_tm1),
+            weighted_mean((out_tm1.second_moment - y_tm1**2) ** 2, weight_tm1))
+
+
 def model_loss(out_tm1: ModelOut, out_t_online: ModelOut, out_t_target: ModelOut,
                position_tm1: jax.Array, position_t: jax.Array, scale_tm1: jax.Array,
                scale_t: jax.Array, y_tm1: jax.Array, discount_t: jax.Array,
@@ -110,8 +118,7 @@ def model_loss(out_tm1: ModelOut, out_t_online: ModelOut, out_t_target: ModelOut
     c_tm1 = continuation(out_tm1)  # [B, K]
     chex.assert_shape(c_tm1, (position_t.shape[0], n_pos))
     td = jax.vmap(model_td)(c_tm1, q_value, q_select, discount_t)
-    mean_loss = weighted_mean((out_tm1.aux - y_tm1) ** 2, weight_tm1)
-    second_loss = weighted_mean((out_tm1.second_moment - y_tm1**2) ** 2, weight_tm1)
+    mean_loss, second_loss = forecast_losses(out_tm1, y_tm1, weight_tm1)
     loss = (weighted_mean(jnp.mean(huber(td, cfg.huber_delta), -1), weight_tm1)
             + aux_weight * (mean_loss + second_loss))
     q_tm1 = assemble(jax.lax.stop_gradient(out_tm1), position_tm1, scale_tm1, env_cfg,
