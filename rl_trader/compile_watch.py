@@ -47,7 +47,7 @@ _LOCAL = threading.local()  # `unwatched` sets .off in its thread
 @contextlib.contextmanager
 def unwatched() -> Iterator[None]:
     """Leave this thread's compilations out of the counts (work in the background, such as
-    `gbm.BackgroundFits`, which no stage waits for)."""
+    `gbm.GbmFits` on an accelerator, which no stage waits for)."""
     _LOCAL.off = True
     try:
         yield

@@ -47,7 +47,7 @@ from rl_trader.errors import InputError
 from rl_trader.evaluate import decision_targets
 from rl_trader.fold_data import fold_inference_metadata
 from rl_trader.folds import format_folds
-from rl_trader.gbm import BackgroundFits
+from rl_trader.gbm import GbmFits
 from rl_trader.metrics import sharpe_of
 from rl_trader.population import Cohort, build, ensembles
 from rl_trader.prepare import Prepared
@@ -93,7 +93,7 @@ class Run:
     laps: list[dict] = dataclasses.field(default_factory=list)  # this process's epochs
     # this process's epochs, each without the seconds spent compiling: the time-left estimate
     work_seconds: list[float] = dataclasses.field(default_factory=list)
-    gbm_fits: BackgroundFits | None = None  # the gbm baseline, fit while the run trains
+    gbm_fits: GbmFits | None = None  # the gbm baseline (process 0 of a scored run)
 
     def wait_for_writes(self) -> None:
         """Block until this process's fold checkpoints and resume state started so far are
@@ -159,8 +159,8 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         cohort = build(prep, devices)
     with clock.stage("start"):
         run, state = start(prep, run_dir, cohort, log, resume, t_start, clock)
-    if jax.process_index() == 0 and not validation_only and host_is_idle():  # it alone scores
-        run.gbm_fits = BackgroundFits(cohort.fold_data, prep.val_steps, prep.cfg)
+    if jax.process_index() == 0 and not validation_only:  # it alone scores
+        run.gbm_fits = GbmFits(cohort.fold_data, prep.val_steps, prep.cfg, host_is_idle())
     for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
         state = train_epoch(run, state, epoch)
     with clock.stage("resume_wait"):  # the last epoch's writes
@@ -177,7 +177,7 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
 
 def host_is_idle() -> bool:
     """Whether the host's cores wait while the run trains (an accelerator backend), so that
-    the gbm baseline can be fit beside training (`gbm.BackgroundFits`); on a CPU backend the
+    the gbm baseline can be fit beside training (`gbm.GbmFits`); on a CPU backend the
     host's cores are the training device, and the trees are fit at scoring time."""
     return jax.default_backend() != "cpu"
 
@@ -420,8 +420,8 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
         with run.compiles.first("scoring programs (test rollouts and baselines)"):
             summary = score_folds(run.prep, run.run_dir, run.cohort.pop, run.template,
                                   readers, run.cohort.fold_data, *records,
-                                  mesh=None if is_multiprocess() else run.cohort.mesh,
-                                  gbm_fits=run.gbm_fits)
+                                  gbm_fits=run.gbm_fits,
+                                  mesh=None if is_multiprocess() else run.cohort.mesh)
     summary["fingerprint"] = run.fingerprint
     summary["stopped"] = stopped
     return summary

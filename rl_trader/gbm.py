@@ -71,19 +71,26 @@ def _unwatched_fit(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
         return fit_gbm(data, val_steps, cfg)
 
 
-class BackgroundFits:
-    """Every fold's `fit_gbm`, one after another on a host thread started while the run trains
-    on an accelerator, so that scoring need not wait for the trees: a fit reads only a fold's
-    train and validation bars and the run's configuration, which training does not change,
-    and it is deterministic, so the results equal fits made at scoring time. Its compilations
-    are left out of the run's compile log (`compile_watch.unwatched`). `result(k)` waits for
-    fold k's fit and raises its error, if any."""
+class GbmFits:
+    """Every fold's `fit_gbm` (`data`: the folds' FoldData), each made once. With `background`
+    (an accelerator run: `experiment.host_is_idle`) they are made one after another on a host
+    thread started here, while the run trains, so that scoring need not wait for the trees: a
+    fit reads only a fold's train and validation bars and the run's configuration, which
+    training does not change, and it is deterministic, so the results equal fits made at
+    scoring time; that thread's compilations are left out of the run's compile log
+    (`compile_watch.unwatched`). Otherwise fold k's fit is made when `result(k)` asks for it.
+    `result(k)` raises the fit's error, if any."""
 
-    def __init__(self, data: list[FoldData], val_steps: int, cfg: RunConfig):
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gbm")
-        self._fits: list[Future] = [pool.submit(_unwatched_fit, d, val_steps, cfg)
-                                    for d in data]
-        pool.shutdown(wait=False)  # the thread ends after the last fit
+    def __init__(self, data: list[FoldData], val_steps: int, cfg: RunConfig, background: bool):
+        self._data, self._val_steps, self._cfg = data, val_steps, cfg
+        self._fits: dict[int, Future] = {}
+        if background:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gbm")
+            self._fits = {k: pool.submit(_unwatched_fit, d, val_steps, cfg)
+                          for k, d in enumerate(data)}
+            pool.shutdown(wait=False)  # the thread ends after the last fit
 
     def result(self, k: int) -> GbmFit:
-        return self._fits[k].result()
+        if k in self._fits:
+            return self._fits[k].result()
+        return fit_gbm(self._data[k], self._val_steps, self._cfg)

@@ -19,7 +19,7 @@ from rl_trader.config import RunConfig
 from rl_trader.devices import describe_device, replicated
 from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.fold_data import FoldData, pad_bars
-from rl_trader.gbm import BackgroundFits, GbmFit, fit_gbm
+from rl_trader.gbm import GbmFit, GbmFits
 from rl_trader.headline import headline
 from rl_trader.metrics import performance, sharpe_of
 from rl_trader.population import Population, stack, take
@@ -49,12 +49,10 @@ def compare(agent: ev.Rollout, data: FoldData, start: int, length: int, steps: i
     to `length`. `val_steps`: the steps of the validation rollouts on which ridge and gbm are
     chosen (`Prepared.val_steps`); None (a backtest on new bars, which has no train or
     validation block) leaves out the baselines fit to the training data
-    (`evaluate.FITTED_BASELINES`). `gbm`: the gbm baseline's fit to `data`, when it was made
-    beforehand (`gbm.BackgroundFits`); fit here otherwise."""
+    (`evaluate.FITTED_BASELINES`). `gbm`: the gbm baseline's fit to `data` (`gbm.GbmFits`);
+    None leaves gbm out."""
     random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
     fit = gbm
-    if fit is None and val_steps is not None:
-        fit = fit_gbm(data, val_steps, cfg)
     base = ev.baseline_rollouts(data, start, steps, cfg, random_keys, val_steps,
                                 None if fit is None else fit.forecast)
     rand = trim(base.pop("random"), length, axis=1)
@@ -104,7 +102,7 @@ def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
 
 def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: FoldData,
                 ckpt: FoldCheckpoints, history: list[dict],
-                stitched: dict[str, list], gbm_fit: GbmFit | None) -> dict:
+                stitched: dict[str, list], gbm_fit: GbmFit) -> dict:
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
     policies, metrics, rand, gbm = compare(agent, data, f.test[0], test_len, prep.test_steps,
@@ -149,14 +147,12 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
 
 def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                 ckpts: list[FoldCheckpoints], fold_data: list[FoldData], history, trials,
-                val_matrix, mesh: Mesh | None = None,
-                gbm_fits: BackgroundFits | None = None) -> dict:
+                val_matrix, gbm_fits: GbmFits, mesh: Mesh | None = None) -> dict:
     """Restore each fold's best acting params (`template`: an ensemble's learner state, zeros),
     score them once on test; the summary's content. The rollouts are `pop.evaluate`'s, with
     the params `replicated` on `mesh` as in validation (None: a multi-process run, scored by
     process 0 alone from host arrays), so a test block as long as a validation block reuses
-    the validation program instead of compiling it again. `gbm_fits`: the folds' gbm fits,
-    made while the run trained (None: fit here)."""
+    the validation program instead of compiling it again. `gbm_fits`: the folds' gbm fits."""
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]
     acting = {k: ckpts[k].restore_acting(template, cfg.train.eval_params) for k in scored}
@@ -180,8 +176,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
             prep.test_len, axis=1)
         for j, k in enumerate(scored):
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
-                                     history[k], stitched,
-                                     None if gbm_fits is None else gbm_fits.result(k))
+                                     history[k], stitched, gbm_fits.result(k))
     for c in ckpts:
         c.close()
     cat = {name: _concat(rs, axis=1 if name == "random_seeds" else 0)  # random_seeds: [R, bars]

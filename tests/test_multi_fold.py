@@ -22,17 +22,17 @@ def smoke_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("runs") / "smoke"
     started = []
 
-    class Recorded(gbm.BackgroundFits):
-        def __init__(self, *args):
-            started.append(len(args[0]))
-            super().__init__(*args)
+    class Recorded(gbm.GbmFits):
+        def __init__(self, data, val_steps, cfg, background):
+            started.append((len(data), background))
+            super().__init__(data, val_steps, cfg, background)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(experiment, "host_is_idle", lambda: True)
-        mp.setattr(experiment, "BackgroundFits", Recorded)
+        mp.setattr(experiment, "GbmFits", Recorded)
         code = main(["--preset", "smoke", "--folds", "3", "--epochs", "1", "--run-dir",
                      str(run_dir)])
-    assert started == [3]  # one background fit per fold
+    assert started == [(3, True)]  # every fold's fit, in the background
     return code, run_dir
 
 
