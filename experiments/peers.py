@@ -44,7 +44,7 @@ import numpy as np
 from rl_trader import env as tenv
 from rl_trader.agent import HParams
 from rl_trader.config import FeatureConfig, RunConfig
-from rl_trader.fold_data import FoldData, observe
+from rl_trader.fold_data import FoldData, market_width, observe
 from rl_trader.train import jit_single, make_train
 
 # --------------------------------------------------------------------------- shared helpers
@@ -68,7 +68,7 @@ def _jax_versions() -> dict:
 def rl_trader_param_count(cfg: RunConfig, prep, seed: int = 0) -> int:
     """Parameters of rl_trader's Q-network for `cfg` (from `make_train(...).init`)."""
     trainer = make_train(cfg, prep.periods_per_year, prep.val_len)
-    n_feat = prep.features.values.shape[1]
+    n_feat = len(prep.market_names)
     from rl_trader.networks import Obs
 
     dummy = Obs(market=jnp.zeros((n_feat,)),
@@ -137,7 +137,7 @@ class TradingGymEnv(gym.Env):
         self.data = jax.device_put(data, dev)
         self.start, self.end = (int(x) for x in np.asarray(data.train))
         self.n_magnitudes = len(cfg.env.magnitudes)
-        n_feat = int(data.features.shape[1])
+        n_feat = market_width(data)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_size(cfg, n_feat),),
                                                 np.float32)
         self.action_space = gym.spaces.Discrete(tenv.N_DIRECTIONS * self.n_magnitudes)

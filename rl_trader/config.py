@@ -80,6 +80,10 @@ class FeatureConfig:
         "all", "portfolio features the network sees: all, or no_returns (unrealised return "
         "and drawdown zeroed: on an entry bar they are noise-free copies of the last return, "
         "around --obs-noise)", choices=PORTFOLIO_INPUTS)
+    tree_forecast: bool = option(
+        False, "add the gbm baseline's forecast as one more market variable, cross-fitted on "
+        "each fold's train segment (5 blocks with purge gaps: no train bar's value comes from "
+        "trees fit on it); not with pooled --data, and such runs cannot predict or backtest")
 
     def validate(self) -> None:
         _check(1 <= self.lookback <= 512, "--lookback", "an integer in [1, 512]", self.lookback)
@@ -276,8 +280,8 @@ class TrainConfig:
                         "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
-    # 348 = the settings looked at to choose the defaults, counted in docs/learning.md.
-    prior_trials: int = option(348, "trials looked at outside this run (e.g. the settings tried "
+    # 378 = the settings looked at to choose the defaults, counted in docs/learning.md.
+    prior_trials: int = option(378, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/learning.md), added to the DSR's "
                                "count of trials")
 

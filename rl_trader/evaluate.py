@@ -20,7 +20,7 @@ from flax import struct
 from rl_trader import env, model_q
 from rl_trader.agent import branch_mask
 from rl_trader.config import RunConfig
-from rl_trader.fold_data import FoldData, observe, training_bars
+from rl_trader.fold_data import FoldData, market_width, observe, training_bars
 from rl_trader.metrics import sharpe
 from rl_trader.networks import make_network
 
@@ -131,7 +131,7 @@ def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
 
 def _no_weights(data: FoldData, cfg: RunConfig) -> Aux:
     """The `Aux` of a baseline: no VSN weights, no Q, no forecast."""
-    return Aux(market_weights=jnp.zeros(data.features.shape[1]),
+    return Aux(market_weights=jnp.zeros(market_width(data)),
                portfolio_weights=jnp.zeros(len(env.PORTFOLIO_NAMES)), q=jnp.float32(0.0),
                forecast=jnp.float32(0.0))
 

@@ -160,7 +160,8 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
     with clock.stage("start"):
         run, state = start(prep, run_dir, cohort, log, resume, t_start, clock)
     if jax.process_index() == 0 and not validation_only:  # it alone scores
-        run.gbm_fits = GbmFits(cohort.fold_data, prep.val_steps, prep.cfg, host_is_idle())
+        run.gbm_fits = GbmFits(cohort.fold_data, prep.val_steps, prep.cfg, host_is_idle(),
+                               prep.gbm_fits)
     for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
         state = train_epoch(run, state, epoch)
     with clock.stage("resume_wait"):  # the last epoch's writes
@@ -381,7 +382,7 @@ def _log_fold(run: Run, k: int, epoch: int, mean: dict[str, float], val_sharpe: 
     since the start and the training time `left` (estimated, compile excluded)."""
     if run.writers[k] is not None:
         vsn = {f"vsn/{n}": float(x)
-               for n, x in zip(run.prep.features.names, weights, strict=True)}
+               for n, x in zip(run.prep.market_names, weights, strict=True)}
         scalars = {name: v for name, v in mean.items() if isinstance(v, float)}
         mags = {f"magnitude/{b}": x for b, x in zip(("flat", "le_0.25", "le_0.5", "le_0.75",
                                                       "le_1"), mean["magnitude_fractions"],

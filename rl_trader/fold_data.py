@@ -58,6 +58,9 @@ class FoldData:
     val: jax.Array  # int32 [2]
     test: jax.Array  # int32 [2]
     episodes: jax.Array  # int32 [I, 2]: training bar ranges, row 0 = `train`; one per instrument
+    # float32 [T_b, E]: market variables fit per fold after the features, seen by the agent
+    # only (E = 1 with --tree-forecast: `gbm.with_tree_forecast`; else 0)
+    tree_forecast: jax.Array
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,11 @@ class PoolSegment:
     features: np.ndarray  # raw [T_j, F]
     start: int
     end: int
+
+
+def market_width(data: FoldData) -> int:
+    """The network's market variables: the features and the `tree_forecast` columns."""
+    return data.features.shape[1] + data.tree_forecast.shape[1]
 
 
 def training_bars(data: FoldData) -> jax.Array:
@@ -136,7 +144,8 @@ def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
                     return_scale=pad_bars(np.broadcast_to(return_scale, (len(close),))),
                     train=jnp.asarray(train, jnp.int32), val=jnp.asarray(val, jnp.int32),
                     test=jnp.asarray(test, jnp.int32),
-                    episodes=jnp.asarray(np.asarray(episodes, np.int32).reshape(-1, 2)))
+                    episodes=jnp.asarray(np.asarray(episodes, np.int32).reshape(-1, 2)),
+                    tree_forecast=jnp.zeros((bucket(len(close)), 0), jnp.float32))
 
 
 def pad_bars(x: np.ndarray) -> jax.Array:
@@ -169,11 +178,16 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
 
 
 def observe(data: FoldData, bar: jax.Array, portfolio: jax.Array, cfg: FeatureConfig) -> Obs:
-    """Observation at the close of `bar` (unbatched): market row, window [L, F] (L =
-    cfg.lookback), and the portfolio features [P] that `cfg.portfolio_inputs` lets through (the
-    others zeroed): every network input, learning or acting, is made here."""
-    n_feat, lookback = data.features.shape[1], cfg.lookback
-    window = jax.lax.dynamic_slice(data.features, (bar - lookback + 1, 0), (lookback, n_feat))
+    """Observation at the close of `bar` (unbatched): market row [F + E] (the features, then
+    the `tree_forecast` columns), window [L, F + E] (L = cfg.lookback), and the portfolio
+    features [P] that `cfg.portfolio_inputs` lets through (the others zeroed): every network
+    input, learning or acting, is made here."""
+    parts = [data.features] + ([data.tree_forecast] if data.tree_forecast.shape[1] else [])
+    start = bar - cfg.lookback + 1
+    rows = [x[bar] for x in parts]
+    windows = [jax.lax.dynamic_slice(x, (start, 0), (cfg.lookback, x.shape[1])) for x in parts]
+    market, window = ((rows[0], windows[0]) if len(parts) == 1 else
+                      (jnp.concatenate(rows), jnp.concatenate(windows, axis=1)))
     if cfg.portfolio_inputs != "all":
         portfolio = portfolio * portfolio_mask(cfg.portfolio_inputs)
-    return Obs(market=data.features[bar], window=window, portfolio=portfolio)
+    return Obs(market=market, window=window, portfolio=portfolio)

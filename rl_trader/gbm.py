@@ -9,6 +9,10 @@ validation Sharpe of its position rule, clip(ŷ / s, −1, 1) with s the root me
 over the fitted rows (`evaluate.forecast_position`), traded through the env with the run's
 costs, as ridge's penalty is: the first best on ties. Only train and validation bars are read;
 the fit is deterministic (fixed `random_state`, no early stopping, no subsampling).
+
+With `--tree-forecast` the same trees become one more market variable of the agent
+(`with_tree_forecast`), cross-fitted on the train segment so that no train bar's value comes
+from trees fit on that bar.
 """
 
 from __future__ import annotations
@@ -16,17 +20,20 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+import jax.numpy as jnp
 import numpy as np
 
 from rl_trader.compile_watch import unwatched
 from rl_trader.config import RunConfig
 from rl_trader.evaluate import Forecast, forecast_val_sharpes
+from rl_trader.features import Normaliser, fit_normaliser, normalise
 from rl_trader.fold_data import FoldData, training_bars
 
 GBM_LEAVES = (4, 8, 16)  # max_leaf_nodes per tree
 GBM_ITERATIONS = (25, 50, 100, 200, 400)  # boosting iterations (trees)
 LEARNING_RATE = 0.05
 MIN_SAMPLES_LEAF = 40  # rows per leaf at least: a few thousand noisy rows per fold
+CROSS_FIT_BLOCKS = 5  # contiguous blocks of the train segment in `cross_fitted_forecast`
 
 
 @dataclass(frozen=True)
@@ -39,20 +46,25 @@ class GbmFit:
     val_sharpe: np.ndarray  # [len(GBM_LEAVES), len(GBM_ITERATIONS)] per-bar validation Sharpe
 
 
+def _trees(leaves: int, iterations: int):
+    """An unfitted regressor of the module's settings."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    return HistGradientBoostingRegressor(
+        max_iter=iterations, max_leaf_nodes=leaves, learning_rate=LEARNING_RATE,
+        min_samples_leaf=MIN_SAMPLES_LEAF, early_stopping=False, random_state=0)
+
+
 def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
     """Fit on train, choose leaves and iterations on validation (module docstring);
     `val_steps` as for `evaluate.fit_ridge`."""
-    from sklearn.ensemble import HistGradientBoostingRegressor
-
     x = np.asarray(data.features, np.float64)
     y = np.asarray(data.aux_target, np.float64)
     rows = np.asarray(training_bars(data))
     keep = set(GBM_ITERATIONS)
     y_hats = []
     for leaves in GBM_LEAVES:
-        model = HistGradientBoostingRegressor(
-            max_iter=max(GBM_ITERATIONS), max_leaf_nodes=leaves, learning_rate=LEARNING_RATE,
-            min_samples_leaf=MIN_SAMPLES_LEAF, early_stopping=False, random_state=0)
+        model = _trees(leaves, max(GBM_ITERATIONS))
         model.fit(x[rows], y[rows])
         y_hats += [p for i, p in enumerate(model.staged_predict(x), 1) if i in keep]
     y_hat = np.stack(y_hats).astype(np.float32)  # [C, T_b]
@@ -64,6 +76,44 @@ def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
     return GbmFit(forecast=Forecast(y_hat=y_hat[best], scale=scale[best]),
                   leaves=GBM_LEAVES[best // n_it], iterations=GBM_ITERATIONS[best % n_it],
                   val_sharpe=sharpes.reshape(len(GBM_LEAVES), n_it))
+
+
+def cross_fit_blocks(data: FoldData) -> list[tuple[int, int]]:
+    """The train segment [a, b) cut into `CROSS_FIT_BLOCKS` contiguous half-open blocks of
+    (nearly) equal length."""
+    a, b = (int(v) for v in np.asarray(data.train))
+    edges = np.linspace(a, b, CROSS_FIT_BLOCKS + 1).round().astype(int)
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+
+
+def cross_fitted_forecast(data: FoldData, fit: GbmFit, gap: int) -> np.ndarray:
+    """The trees' forecast ŷ at every bar [T_b] (float64), no train bar's from trees fit on it.
+
+    The train segment [a, b) is cut into `CROSS_FIT_BLOCKS` contiguous blocks B_j = [l_j, h_j);
+    ŷ on B_j comes from trees of `fit`'s leaves and iterations fit on the training rows
+    (`training_bars`) outside [l_j − gap, h_j + gap) (`gap`: the fold's purge gap, so no row
+    next to the block, whose next-bar target overlaps the block's bars, is fit on); every
+    other bar's ŷ is `fit`'s own, from all training rows. Only train rows are fit on."""
+    x = np.asarray(data.features, np.float64)
+    y = np.asarray(data.aux_target, np.float64)
+    rows = np.asarray(training_bars(data))
+    y_hat = np.asarray(fit.forecast.y_hat, np.float64).copy()
+    t = np.arange(len(y))
+    for lo, hi in cross_fit_blocks(data):
+        use = rows & ((t < lo - gap) | (t >= hi + gap))
+        model = _trees(fit.leaves, fit.iterations).fit(x[use], y[use])
+        y_hat[lo:hi] = model.predict(x[lo:hi])
+    return y_hat
+
+
+def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float) -> FoldData:
+    """`data` with the cross-fitted forecast (`cross_fitted_forecast`) as its
+    `tree_forecast` column [T_b, 1], normalised with its train-segment mean and std and
+    clipped to ±`clip` as the other market variables are."""
+    y_hat = cross_fitted_forecast(data, fit, gap)[:, None]
+    a, b = (int(v) for v in np.asarray(data.train))
+    norm: Normaliser = fit_normaliser(y_hat, a, b)
+    return data.replace(tree_forecast=jnp.asarray(normalise(y_hat, norm, clip)))
 
 
 def _unwatched_fit(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
@@ -79,18 +129,23 @@ class GbmFits:
     training does not change, and it is deterministic, so the results equal fits made at
     scoring time; that thread's compilations are left out of the run's compile log
     (`compile_watch.unwatched`). Otherwise fold k's fit is made when `result(k)` asks for it.
-    `result(k)` raises the fit's error, if any."""
+    `result(k)` raises the fit's error, if any. `made`: fits already made (`Prepared.gbm_fits`,
+    with `--tree-forecast`), by fold, which are used as they are."""
 
-    def __init__(self, data: list[FoldData], val_steps: int, cfg: RunConfig, background: bool):
+    def __init__(self, data: list[FoldData], val_steps: int, cfg: RunConfig, background: bool,
+                 made: dict[int, GbmFit] | None = None):
         self._data, self._val_steps, self._cfg = data, val_steps, cfg
+        self._made = dict(made or {})
         self._fits: dict[int, Future] = {}
-        if background:
+        todo = [k for k in range(len(data)) if k not in self._made]
+        if background and todo:
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gbm")
-            self._fits = {k: pool.submit(_unwatched_fit, d, val_steps, cfg)
-                          for k, d in enumerate(data)}
+            self._fits = {k: pool.submit(_unwatched_fit, data[k], val_steps, cfg) for k in todo}
             pool.shutdown(wait=False)  # the thread ends after the last fit
 
     def result(self, k: int) -> GbmFit:
+        if k in self._made:
+            return self._made[k]
         if k in self._fits:
             return self._fits[k].result()
         return fit_gbm(self._data[k], self._val_steps, self._cfg)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from rl_trader.errors import InputError
 from rl_trader.features import MarketFeatures, compute_features
 from rl_trader.fold_data import FoldData, PoolSegment, make_fold_data
 from rl_trader.folds import Fold, make_folds
+from rl_trader.gbm import GbmFit, fit_gbm, with_tree_forecast
+
+TREE_FORECAST_NAME = "gbm_forecast"
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,15 @@ class Prepared:
     # PoolSegment (its train-date bars)
     pool: tuple[tuple[Bars, MarketFeatures], ...] = ()
     pool_segments: tuple[tuple[PoolSegment, ...], ...] = ()
+    # the gbm baseline's fits made so far, by fold (`gbm_fit`)
+    gbm_fits: dict[int, GbmFit] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def market_names(self) -> tuple[str, ...]:
+        """The network's market variables: the features', then `TREE_FORECAST_NAME` with
+        `--tree-forecast` (`FoldData.tree_forecast`)."""
+        extra = (TREE_FORECAST_NAME,) if self.cfg.features.tree_forecast else ()
+        return self.features.names + extra
 
     @property
     def pool_sources(self) -> list[str]:
@@ -84,10 +96,21 @@ class Prepared:
                 bucket(max(self.test_len, widest.test[1] - widest.test[0])))
 
     def fold_data(self, k: int) -> FoldData:
-        """Fold k's device arrays, normalised with statistics fit on its train segment."""
-        return make_fold_data(self.bars.open, self.bars.close, self.features, self.folds[k],
-                              self.cfg.features.clip,
+        """Fold k's device arrays, normalised with statistics fit on its train segment; with
+        `--tree-forecast`, the trees' cross-fitted forecast beside them
+        (`gbm.with_tree_forecast`)."""
+        fold, clip = self.folds[k], self.cfg.features.clip
+        data = make_fold_data(self.bars.open, self.bars.close, self.features, fold, clip,
                               self.pool_segments[k] if self.pool else ())
+        if not self.cfg.features.tree_forecast:
+            return data
+        return with_tree_forecast(data, self.gbm_fit(k, data), fold.gap, clip)
+
+    def gbm_fit(self, k: int, data: FoldData) -> GbmFit:
+        """Fold k's gbm baseline (`gbm.fit_gbm` on `data`, fold k's arrays), made once."""
+        if k not in self.gbm_fits:
+            self.gbm_fits[k] = fit_gbm(data, self.val_steps, self.cfg)
+        return self.gbm_fits[k]
 
 
 def _layout(n_bars: int, feats: MarketFeatures, cfg: RunConfig) -> list[Fold]:
@@ -147,6 +170,9 @@ def prepare(cfg: RunConfig) -> Prepared:
     """Validate the config, load and check the data, compute features, lay out the folds."""
     cfg.validate()
     specs = data_specs(cfg.data.path)
+    if cfg.features.tree_forecast and len(specs) > 1:
+        raise InputError("option --tree-forecast: not with pooled instruments (--data "
+                         f"{cfg.data.path!r}): the trees are fit on the target's bars alone")
     bars, oracle_position = _market(specs[0])
     feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
     folds = _layout(len(bars), feats, cfg)

@@ -130,7 +130,7 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
         "checkpoint_dir": str(Path(f"fold_{f.index}") / "checkpoints"),
         "test_start": f.test[0],
         "test_end": f.test[1],
-        "market_vsn_weights": _named(prep.features.names, agent.market_weights),
+        "market_vsn_weights": _named(prep.market_names, agent.market_weights),
         "portfolio_vsn_weights": _named(PORTFOLIO_NAMES, agent.portfolio_weights),
         "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in ev.BASELINES},
         "gbm_choice": gbm,
@@ -203,7 +203,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
             "data_sha256": prep.data_sha256, "data_source": prep.bars.source,
             "data_pool": prep.pool_sources,
             "n_bars": len(prep.bars), "periods_per_year": ppy,
-            "feature_names": list(prep.features.names), "device": describe_device()}
+            "feature_names": list(prep.market_names), "device": describe_device()}
 
 
 def validation_summary(prep: Prepared, records: tuple, settings: list[dict]) -> dict:

@@ -34,7 +34,7 @@ from flax import struct
 from rl_trader import agent, env, model_q, replay
 from rl_trader.config import RunConfig
 from rl_trader.evaluate import Rollout, greedy_decide, rollout
-from rl_trader.fold_data import FoldData, observe
+from rl_trader.fold_data import FoldData, market_width, observe
 from rl_trader.metrics import sharpe
 from rl_trader.networks import ModelQNetwork, Obs, QNetwork, make_network
 from rl_trader.selection import improves
@@ -148,7 +148,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
 
     def init(key: jax.Array, fold: FoldData) -> Runner:
         k_net, k_env, k_run = jax.random.split(key, 3)
-        n_feat = fold.features.shape[1]
+        n_feat = market_width(fold)
         dummy = Obs(market=jnp.zeros((n_feat,)), window=jnp.zeros((lookback, n_feat)),
                     portfolio=jnp.zeros((len(env.PORTFOLIO_NAMES),)))
         params = net.init(k_net, dummy)

@@ -1,13 +1,28 @@
 """The gradient-boosted-trees baseline: fit, choice on validation, no look at the test block."""
 
+import json
+
 import jax
 import numpy as np
-from helpers import tiny_config
+import pytest
+from helpers import TINY_ARGS, tiny_config
 
+from experiments.multi_fold import main
 from rl_trader import env
+from rl_trader.errors import InputError
 from rl_trader.evaluate import baseline_rollouts, fit_ridge
-from rl_trader.gbm import GBM_ITERATIONS, GBM_LEAVES, GbmFits, fit_gbm
-from rl_trader.prepare import prepare
+from rl_trader.fold_data import observe
+from rl_trader.gbm import (
+    GBM_ITERATIONS,
+    GBM_LEAVES,
+    GbmFits,
+    cross_fit_blocks,
+    cross_fitted_forecast,
+    fit_gbm,
+    with_tree_forecast,
+)
+from rl_trader.inference import load_policy
+from rl_trader.prepare import TREE_FORECAST_NAME, prepare
 from rl_trader.run_state import forecast_ic
 
 
@@ -75,3 +90,57 @@ def test_gbm_reads_only_train_and_validation_and_is_deterministic():
                                       np.asarray(fit.forecast.y_hat))  # features unchanged
         assert float(other.forecast.scale) == float(fit.forecast.scale)
 
+
+
+def test_the_cross_fitted_forecast_never_comes_from_trees_fit_on_its_bar():
+    """A train block's values do not move when the targets of the block and its purge gaps
+    change (its trees never fit those rows), while the other blocks' do; outside the train
+    segment the values are the baseline's own; the column is normalised on train and reaches
+    the network as the last market variable."""
+    cfg, f, data = _planted()
+    val_len = int(f.val[1] - f.val[0])
+    fit = fit_gbm(data, val_len, cfg)
+    y_hat = cross_fitted_forecast(data, fit, f.gap)
+    a, b = f.train
+    outside = np.r_[0:a, b:len(y_hat)]
+    np.testing.assert_allclose(y_hat[outside], np.asarray(fit.forecast.y_hat)[outside],
+                               rtol=1e-5, atol=1e-7)
+    y = np.asarray(data.aux_target)
+    assert forecast_ic(y_hat[a:b - 1], y[a:b - 1]) > 0.3  # out of fold, still the V
+    blocks = cross_fit_blocks(data)
+    assert blocks[0][0] == a and blocks[-1][1] == b and len(blocks) == 5
+    lo, hi = blocks[2]
+    hidden = slice(lo - f.gap, hi + f.gap)
+    noise = np.random.default_rng(2).normal(size=hi - lo + 2 * f.gap)
+    moved = data.replace(aux_target=data.aux_target.at[hidden].set(noise))
+    again = cross_fitted_forecast(moved, fit, f.gap)
+    np.testing.assert_array_equal(again[lo:hi], y_hat[lo:hi])
+    assert not np.allclose(again[a:lo], y_hat[a:lo])
+    np.testing.assert_array_equal(again[outside], y_hat[outside])  # `fit` is given
+
+    with_trees = with_tree_forecast(data, fit, f.gap, cfg.features.clip)
+    column = np.asarray(with_trees.tree_forecast)
+    assert column.shape == (len(y_hat), 1)
+    assert abs(column[a:b].mean()) < 1e-4 and abs(column[a:b].std() - 1) < 1e-3
+    obs = observe(with_trees, jax.numpy.int32(b + 5), jax.numpy.zeros(len(env.PORTFOLIO_NAMES)),
+                  cfg.features)
+    width = data.features.shape[1] + 1
+    assert obs.market.shape == (width,) and obs.window.shape == (cfg.features.lookback, width)
+    assert float(obs.market[-1]) == float(column[b + 5, 0])
+
+
+def test_a_run_with_the_tree_forecast_weighs_it_and_refuses_new_bars(tmp_path):
+    """`--tree-forecast` end to end: one more market variable in the VSN's weights, the gbm
+    baseline scored as without it, and a one-line refusal where the trees would be needed."""
+    run = tmp_path / "run"
+    assert main([*TINY_ARGS, "--epochs", "1", "--data", "synthetic:step:1200:3",
+                 "--tree-forecast", "--run-dir", str(run)]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["feature_names"][-1] == TREE_FORECAST_NAME
+    for fold in summary["folds"]:
+        weights = fold["market_vsn_weights"]
+        assert list(weights)[-1] == TREE_FORECAST_NAME and len(weights) == 22
+        assert np.isclose(sum(weights.values()), 1.0, atol=1e-4)
+        assert np.isfinite(fold["baseline_test_sharpes"]["gbm"])
+    with pytest.raises(InputError, match="trained with --tree-forecast"):
+        load_policy(run)

@@ -125,3 +125,11 @@ def test_a_pooled_run_trains_and_says_what_it_pooled(tmp_path):
     assert all(np.isfinite(f["test_sharpe"]) for f in summary["folds"])
     with pytest.raises(InputError, match="convergence gate's"):  # a pooled gate draw too
         refuse_gate_data(f"{TARGET},synthetic:ar1:900:1001")
+
+
+def test_the_tree_forecast_is_refused_with_pooled_instruments():
+    cfg = tiny_config()
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=f"{TARGET},{OTHER}"),
+                              features=dataclasses.replace(cfg.features, tree_forecast=True))
+    with pytest.raises(InputError, match="option --tree-forecast: not with pooled instruments"):
+        prepare(cfg)
