@@ -23,16 +23,16 @@ def smoke_run(tmp_path_factory):
     started = []
 
     class Recorded(gbm.GbmFits):
-        def __init__(self, data, val_steps, cfg, background):
-            started.append((len(data), background))
-            super().__init__(data, val_steps, cfg, background)
+        def __init__(self, data, val_steps, cfg, background, made):
+            started.append((len(data), background, len(made)))
+            super().__init__(data, val_steps, cfg, background, made)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(experiment, "host_is_idle", lambda: True)
         mp.setattr(experiment, "GbmFits", Recorded)
         code = main(["--preset", "smoke", "--folds", "3", "--epochs", "1", "--run-dir",
                      str(run_dir)])
-    assert started == [(3, True)]  # every fold's fit, in the background
+    assert started == [(3, True, 0)]  # every fold's fit, in the background (none made before)
     return code, run_dir
 
 
