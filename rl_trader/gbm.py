@@ -26,7 +26,7 @@ import numpy as np
 from rl_trader.compile_watch import unwatched
 from rl_trader.config import RunConfig
 from rl_trader.evaluate import Forecast, forecast_val_sharpes
-from rl_trader.features import Normaliser, fit_normaliser, normalise
+from rl_trader.features import fit_normaliser, normalise
 from rl_trader.fold_data import FoldData, training_bars
 
 GBM_LEAVES = (4, 8, 16)  # max_leaf_nodes per tree
@@ -112,7 +112,7 @@ def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float) -> Fo
     clipped to ±`clip` as the other market variables are."""
     y_hat = cross_fitted_forecast(data, fit, gap)[:, None]
     a, b = (int(v) for v in np.asarray(data.train))
-    norm: Normaliser = fit_normaliser(y_hat, a, b)
+    norm = fit_normaliser(y_hat, a, b)
     return data.replace(tree_forecast=jnp.asarray(normalise(y_hat, norm, clip)))
 
 
