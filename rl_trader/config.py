@@ -348,6 +348,16 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
+def program_config(cfg: RunConfig) -> RunConfig:
+    """`cfg` without what the compiled programs do not read: the data source, the fold layout,
+    the seed and the sweep's values (inputs of the programs, not part of them). Every other
+    field stays, read by a program or not, so no field that shapes a program can be left out.
+    Programs made once per process are keyed on it (`population.programs`,
+    `evaluate.jit_per_program`); `tests/test_population.py` checks that the fields dropped
+    here leave every such program's jaxpr unchanged."""
+    return dataclasses.replace(cfg, data=DataConfig(), folds=FoldConfig(), seed=0, sweep=())
+
+
 PRESETS = ("smoke", "default")
 
 

@@ -9,8 +9,8 @@ fit to data (ridge, vol target) read only the fold's train and validation bars.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +19,7 @@ from flax import struct
 
 from rl_trader import env, model_q
 from rl_trader.agent import branch_mask
-from rl_trader.config import RunConfig
+from rl_trader.config import RunConfig, program_config
 from rl_trader.fold_data import FoldData, market_width, observe, training_bars
 from rl_trader.metrics import sharpe
 from rl_trader.networks import make_network
@@ -34,6 +34,25 @@ class Aux:
     q: jax.Array  # scalar: the agent's Q of its greedy action (reward units × reward_scale)
     forecast: jax.Array  # scalar: the forecast ŷ_t of the next-bar return (normalised like
     # `FoldData.aux_target`): the agent's aux head (ensemble mean), ridge's fit; 0 for the rest
+
+
+def jit_per_program(*static_argnums: int) -> Callable[[Callable], Callable]:
+    """`jax.jit` with `static_argnums`, each `RunConfig` argument replaced by its
+    `program_config` first: runs of one process that differ only in their data, fold layout,
+    seed or sweep (the gate's markets) share the traced program. The jitted function is the
+    wrapper's `jitted`."""
+    def wrap(fn: Callable) -> Callable:
+        jitted = jax.jit(fn, static_argnums=static_argnums)
+
+        @functools.wraps(fn)
+        def call(*args: object, **kwargs: object) -> object:
+            return jitted(*(program_config(a) if isinstance(a, RunConfig) else a
+                            for a in args), **kwargs)
+
+        call.jitted = jitted
+        return call
+
+    return wrap
 
 
 # decide(key, state, portfolio features [P]) -> (target fraction, Aux)
@@ -234,7 +253,7 @@ def forecast_decide(f: Forecast, data: FoldData, cfg: RunConfig) -> Decide:
                                      aux.replace(forecast=f.y_hat[state.t]))
 
 
-@partial(jax.jit, static_argnums=(2, 3))
+@jit_per_program(2, 3)
 def forecast_val_sharpes(forecasts: Forecast, data: FoldData, val_steps: int,
                          cfg: RunConfig) -> jax.Array:
     """Per-bar validation Sharpe [C] of C candidate forecasts (leaves [C, ...]) traded by
@@ -247,7 +266,7 @@ def forecast_val_sharpes(forecasts: Forecast, data: FoldData, val_steps: int,
     return jax.vmap(one)(forecasts)
 
 
-@partial(jax.jit, static_argnums=(1, 2))
+@jit_per_program(1, 2)
 def fit_ridge(data: FoldData, val_steps: int, cfg: RunConfig) -> RidgeFit:
     """Ridge of the next-bar return on the bar-t features, fit on train, α chosen on validation.
 
@@ -311,7 +330,7 @@ BASELINES = ("buy_and_hold", "flat", "momentum_20", "ridge", "gbm", "vol_target"
 SUPERVISED_BASELINES = ("ridge", "gbm")  # forecasters of the next bar on the same features
 
 
-@partial(jax.jit, static_argnums=(2, 3, 5))
+@jit_per_program(2, 3, 5)
 def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunConfig,
                       random_keys: jax.Array, val_steps: int | None,
                       gbm: Forecast | None = None) -> dict[str, Rollout]:
@@ -342,7 +361,7 @@ def oracle_decide(position: jax.Array, data: FoldData, cfg: RunConfig) -> Decide
     return lambda key, state, port: (position[state.t].astype(jnp.float32), aux)
 
 
-@partial(jax.jit, static_argnums=(3, 4))
+@jit_per_program(3, 4)
 def oracle_rollout(position: jax.Array, data: FoldData, start: jax.Array, length: int,
                    cfg: RunConfig) -> Rollout:
     """The oracle's rollout over [start, start + length), same fills and costs as the agent."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rl_trader.agent import HParams
-from rl_trader.config import SWEEPABLE, RunConfig
+from rl_trader.config import SWEEPABLE, RunConfig, program_config
 from rl_trader.devices import POP_AXIS, padded_size, population_mesh, shard_population
 from rl_trader.errors import InputError
 from rl_trader.fold_data import FoldData
@@ -93,6 +94,28 @@ class Population:
         # Over ensembles [G, S, ...] (see `ensembles`), whose count need not divide the mesh.
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, None, 0)),
                                 static_argnums=3)
+
+
+PROGRAMS_KEPT = 4  # populations kept by `programs` (least recently used dropped)
+_PROGRAMS: OrderedDict[tuple, Population] = OrderedDict()
+
+
+def programs(cfg: RunConfig, periods_per_year: float, val_steps: int,
+             mesh: Mesh | None) -> Population:
+    """The jitted population programs of `cfg`, made once per process for each
+    `program_config(cfg)`, periods per year, validation steps and mesh: a later run of this
+    process with the same key (another market, seed or fold layout of equal shapes, as the
+    gate's runs) reuses the traced and compiled programs instead of tracing them again. JAX
+    still retraces for inputs of new shapes."""
+    key = (Population, program_config(cfg), float(periods_per_year), int(val_steps), mesh)
+    if key in _PROGRAMS:
+        _PROGRAMS.move_to_end(key)
+        return _PROGRAMS[key]
+    pop = Population(make_train(cfg, periods_per_year, val_steps), mesh)
+    _PROGRAMS[key] = pop
+    while len(_PROGRAMS) > PROGRAMS_KEPT:
+        _PROGRAMS.popitem(last=False)
+    return pop
 
 
 THREEFRY_KERNELS = "jax_threefry_gpu_kernel_lowering"
@@ -197,8 +220,7 @@ def build(prep: Prepared, devices: int | None = None) -> Cohort:
                                        mesh)
     groups = members[::n_seeds]
     return Cohort(members=members, settings=settings, n_seeds=n_seeds, fold_data=fold_data,
-                  mesh=mesh, pop=Population(make_train(cfg, prep.periods_per_year, prep.val_steps),
-                                            mesh),
+                  mesh=mesh, pop=programs(cfg, prep.periods_per_year, prep.val_steps, mesh),
                   keys=keys, data=data, hps=hps,
                   val_data=stack([fold_data[m.fold] for m in groups]),
                   eval_keys=jax.random.split(jax.random.PRNGKey(cfg.seed), len(groups)))

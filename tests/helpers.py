@@ -59,3 +59,25 @@ def tiny_config(n_envs: int = 4, generic: bool = False) -> RunConfig:
     cfg = config_from_args(args)
     net = dataclasses.replace(cfg.net, q_head="generic") if generic else cfg.net
     return dataclasses.replace(cfg, net=net, train=dataclasses.replace(cfg.train, n_envs=n_envs))
+
+
+class Unread:
+    """A stand-in for a config field that no compiled program may read (those
+    `config.program_config` drops): hashing and equality by identity work (jit's static
+    arguments need them), every other use raises."""
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"a program read .{name} of a field that program_config drops")
+
+    def _refuse(self, *_):
+        raise AssertionError("a program used a field that program_config drops")
+
+    __bool__ = __len__ = __iter__ = __index__ = __int__ = __float__ = _refuse
+    __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = __rsub__ = _refuse
+
+
+def unread_dropped(cfg: RunConfig) -> RunConfig:
+    """`cfg` with the fields `config.program_config` drops made `Unread`: a program traced
+    from it fails if it reads one of them."""
+    return dataclasses.replace(cfg, data=Unread(), folds=Unread(), seed=Unread(),
+                               sweep=Unread())

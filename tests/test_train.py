@@ -1,4 +1,8 @@
-"""The training run: fresh state per fold, the jitted epoch, the all-epochs program."""
+"""The training run: fresh state per fold, the jitted epoch, the all-epochs program.
+
+Every trainer here is made from its config with the fields `config.program_config` drops made
+unreadable (`helpers.unread_dropped`): each program traced in this module also checks that
+none of them reads one, which `population.programs` relies on to reuse programs across runs."""
 
 import dataclasses
 
@@ -7,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import tiny_config
+from helpers import tiny_config, unread_dropped
 
 from rl_trader import agent, model_q
 from rl_trader.agent import HParams
@@ -25,8 +29,8 @@ HP = HParams.from_config(CFG.agent)
 def setup():
     prep = prepare(CFG)
     datas = [prep.fold_data(k) for k in range(len(prep.folds))]
-    return prep, datas, jit_single(make_train(CFG, prep.periods_per_year, prep.val_len)), \
-        prep.val_len
+    trainer = make_train(unread_dropped(CFG), prep.periods_per_year, prep.val_len)
+    return prep, datas, jit_single(trainer), prep.val_len
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +43,8 @@ def test_init_creates_every_field_fresh(setup):
     runner = trainer.init(jax.random.PRNGKey(0), datas[0])
     # Every field, leaf by leaf, has the shape and dtype of the declared state (the abstract
     # evaluation of `init`): nothing is missing, None or of a stale shape.
-    expected = jax.eval_shape(make_train(CFG, prep.periods_per_year, prep.val_len).init,
+    expected = jax.eval_shape(make_train(unread_dropped(CFG), prep.periods_per_year,
+                                         prep.val_len).init,
                               jax.random.PRNGKey(0), datas[0])
     for f in dataclasses.fields(Runner):
         chex.assert_trees_all_equal_shapes_and_dtypes(getattr(runner, f.name),
@@ -64,7 +69,8 @@ def test_fold_two_starts_from_a_fresh_state(setup):
     for _ in range(CFG.train.epochs):
         runner, _ = trainer.epoch(runner, datas[0], HP)
     second = trainer.init(jax.random.fold_in(key, 1), datas[1])
-    fresh = jit_single(make_train(CFG, prep.periods_per_year, prep.val_len)).init(
+    fresh = jit_single(make_train(unread_dropped(CFG), prep.periods_per_year,
+                                  prep.val_len)).init(
         jax.random.fold_in(key, 1), datas[1])
     chex.assert_trees_all_equal(second, fresh)
 
@@ -107,7 +113,7 @@ def test_train_program_matches_the_host_loop(setup, train_jit):
 def test_train_vmaps_over_seeds_like_separate_runs(setup, train_jit):
     _, datas, trainer, _ = setup
     keys = jax.random.split(jax.random.PRNGKey(11), 2)
-    raw = make_train(CFG, setup[0].periods_per_year, setup[3])
+    raw = make_train(unread_dropped(CFG), setup[0].periods_per_year, setup[3])
     batched = jax.jit(jax.vmap(raw.train, in_axes=(0, None, None)))(keys, datas[0], HP)
     single = train_jit(keys[1], datas[0], HP)
     np.testing.assert_allclose(np.asarray(batched.val_sharpe[1]), np.asarray(single.val_sharpe),
@@ -122,7 +128,7 @@ def test_backup_all_trains_with_finite_metrics(setup):
     """`--backup all` end to end (init, two epochs); from every stored pre-step state the
     counterfactual step of the action taken reproduces the stored reward and next features."""
     prep, datas, _, val_len = setup
-    trainer = jit_single(make_train(ALL, prep.periods_per_year, val_len))
+    trainer = jit_single(make_train(unread_dropped(ALL), prep.periods_per_year, val_len))
     runner = trainer.init(jax.random.PRNGKey(5), datas[0])
     for _ in range(ALL.train.epochs):
         runner, metrics = trainer.epoch(runner, datas[0], HP)
@@ -159,7 +165,7 @@ def test_the_model_head_trains_its_forecasts_and_acts_on_the_position_grid(setup
     cfg = dataclasses.replace(CFG, net=dataclasses.replace(CFG.net, q_head="model",
                                                            embedding="ple"),
                               agent=dataclasses.replace(CFG.agent, backup=None))
-    model = jit_single(make_train(cfg, prep.periods_per_year, val_len))
+    model = jit_single(make_train(unread_dropped(cfg), prep.periods_per_year, val_len))
     key = jax.random.PRNGKey(21)
     runner = model.init(key, datas[0])
     plain = trainer.init(key, datas[0])
@@ -183,7 +189,7 @@ def test_bagging_weights_each_sample_by_its_members_bag(setup):
     prep, datas, _, val_len = setup
     block = 10**6
     bag = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, bootstrap_block=block))
-    trainer = jit_single(make_train(bag, prep.periods_per_year, val_len))
+    trainer = jit_single(make_train(unread_dropped(bag), prep.periods_per_year, val_len))
     keys = [jax.random.PRNGKey(i) for i in range(8)]
     kept = [float(agent.bootstrap_weight(trainer.init(k, datas[0]).bag_key,
                                          jnp.zeros(1, jnp.int32), block)[0]) for k in keys]
@@ -200,7 +206,7 @@ def test_dropout_changes_the_updates_but_not_the_state_or_the_evaluation(setup):
     evaluation of given params is the deterministic network's."""
     prep, datas, trainer, val_len = setup
     drop = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, dropout=0.5))
-    dropper = jit_single(make_train(drop, prep.periods_per_year, val_len))
+    dropper = jit_single(make_train(unread_dropped(drop), prep.periods_per_year, val_len))
     key = jax.random.PRNGKey(13)
     start = dropper.init(key, datas[0])  # the epoch donates its runner: one start each
     chex.assert_trees_all_equal(start, trainer.init(key, datas[0]))
