@@ -266,6 +266,11 @@ class AgentConfig:
 EVAL_PARAMS = ("online", "target")
 
 
+# The gbm baseline's candidate boosting iterations (`gbm.fit_gbm`), up to
+# `TrainConfig.gbm_iterations`.
+GBM_ITERATIONS = (25, 50, 100, 200, 400)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Epoch structure: parallel envs, env steps and gradient updates per epoch."""
@@ -280,6 +285,9 @@ class TrainConfig:
                         "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
+    gbm_iterations: int = option(
+        400, "most boosting iterations of the gbm baseline: it chooses on validation among "
+        "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
     # 378 = the settings looked at to choose the defaults, counted in docs/learning.md.
     prior_trials: int = option(378, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/learning.md), added to the DSR's "
@@ -295,6 +303,8 @@ class TrainConfig:
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
         _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online or target",
                self.eval_params)
+        _check(self.gbm_iterations in GBM_ITERATIONS, "--gbm-iterations",
+               f"one of {', '.join(map(str, GBM_ITERATIONS))}", self.gbm_iterations)
         _check(0 <= self.prior_trials <= 10_000_000, "--prior-trials", "an integer >= 0",
                self.prior_trials)
 
@@ -369,7 +379,8 @@ def preset(name: str) -> RunConfig:
         return RunConfig(
             net=NetConfig(hidden=8, trunk=16, context=8),
             agent=AgentConfig(batch_size=32, replay_capacity=64, n_step=2),
-            train=TrainConfig(epochs=1, n_envs=8, steps_per_epoch=40, prefill_steps=8, seeds=1),
+            train=TrainConfig(epochs=1, n_envs=8, steps_per_epoch=40, prefill_steps=8, seeds=1,
+                              gbm_iterations=100),
             env=EnvConfig(episode_bars=64),
         )
     raise InputError(f"option --preset={name!r} is unknown: must be one of smoke, default")

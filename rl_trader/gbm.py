@@ -4,7 +4,8 @@ scikit-learn's `HistGradientBoostingRegressor` of ridge's target (`FoldData.aux_
 next bar's log return over its train std) on ridge's features (the bar-t market variables,
 normalised on train), fit on ridge's rows (`training_bars`: train bars whose next bar is in
 the same training range). The number of leaves (`GBM_LEAVES`) and of boosting iterations
-(`GBM_ITERATIONS`, the staged predictions of one fit per leaf count) are chosen by the
+(`GBM_ITERATIONS` up to `--gbm-iterations`, the staged predictions of one fit per leaf count)
+are chosen by the
 validation Sharpe of its position rule, clip(ŷ / s, −1, 1) with s the root mean square of ŷ
 over the fitted rows (`evaluate.forecast_position`), traded through the env with the run's
 costs, as ridge's penalty is: the first best on ties. Only train and validation bars are read;
@@ -24,13 +25,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader.compile_watch import unwatched
-from rl_trader.config import RunConfig
+from rl_trader.config import GBM_ITERATIONS, RunConfig
 from rl_trader.evaluate import Forecast, forecast_val_sharpes
 from rl_trader.features import fit_normaliser, normalise
 from rl_trader.fold_data import FoldData, training_bars
 
 GBM_LEAVES = (4, 8, 16)  # max_leaf_nodes per tree
-GBM_ITERATIONS = (25, 50, 100, 200, 400)  # boosting iterations (trees)
 LEARNING_RATE = 0.05
 MIN_SAMPLES_LEAF = 40  # rows per leaf at least: a few thousand noisy rows per fold
 CROSS_FIT_BLOCKS = 5  # contiguous blocks of the train segment in `cross_fitted_forecast`
@@ -43,7 +43,7 @@ class GbmFit:
     forecast: Forecast  # ŷ at every bar [T_b] (float32) and its scale s
     leaves: int
     iterations: int
-    val_sharpe: np.ndarray  # [len(GBM_LEAVES), len(GBM_ITERATIONS)] per-bar validation Sharpe
+    val_sharpe: np.ndarray  # [len(GBM_LEAVES), I] per-bar validation Sharpe, I iteration counts
 
 
 def _trees(leaves: int, iterations: int):
@@ -55,16 +55,23 @@ def _trees(leaves: int, iterations: int):
         min_samples_leaf=MIN_SAMPLES_LEAF, early_stopping=False, random_state=0)
 
 
+def candidate_iterations(cfg: RunConfig) -> tuple[int, ...]:
+    """The boosting iterations the validation choice is among: `GBM_ITERATIONS` up to
+    `cfg.train.gbm_iterations`."""
+    return tuple(n for n in GBM_ITERATIONS if n <= cfg.train.gbm_iterations)
+
+
 def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
     """Fit on train, choose leaves and iterations on validation (module docstring);
     `val_steps` as for `evaluate.fit_ridge`."""
     x = np.asarray(data.features, np.float64)
     y = np.asarray(data.aux_target, np.float64)
     rows = np.asarray(training_bars(data))
-    keep = set(GBM_ITERATIONS)
+    counts = candidate_iterations(cfg)
+    keep = set(counts)
     y_hats = []
     for leaves in GBM_LEAVES:
-        model = _trees(leaves, max(GBM_ITERATIONS))
+        model = _trees(leaves, counts[-1])
         model.fit(x[rows], y[rows])
         y_hats += [p for i, p in enumerate(model.staged_predict(x), 1) if i in keep]
     y_hat = np.stack(y_hats).astype(np.float32)  # [C, T_b]
@@ -72,9 +79,9 @@ def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
     sharpes = np.asarray(forecast_val_sharpes(Forecast(y_hat=y_hat, scale=scale), data,
                                               val_steps, cfg), np.float64)
     best = int(np.argmax(np.where(np.isnan(sharpes), -np.inf, sharpes)))
-    n_it = len(GBM_ITERATIONS)
+    n_it = len(counts)
     return GbmFit(forecast=Forecast(y_hat=y_hat[best], scale=scale[best]),
-                  leaves=GBM_LEAVES[best // n_it], iterations=GBM_ITERATIONS[best % n_it],
+                  leaves=GBM_LEAVES[best // n_it], iterations=counts[best % n_it],
                   val_sharpe=sharpes.reshape(len(GBM_LEAVES), n_it))
 
 

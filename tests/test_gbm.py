@@ -9,13 +9,14 @@ from helpers import TINY_ARGS, tiny_config
 
 from experiments.multi_fold import main
 from rl_trader import env
+from rl_trader.config import GBM_ITERATIONS, RunConfig
 from rl_trader.errors import InputError
 from rl_trader.evaluate import baseline_rollouts, fit_ridge
 from rl_trader.fold_data import observe
 from rl_trader.gbm import (
-    GBM_ITERATIONS,
     GBM_LEAVES,
     GbmFits,
+    candidate_iterations,
     cross_fit_blocks,
     cross_fitted_forecast,
     fit_gbm,
@@ -47,10 +48,12 @@ def test_gbm_finds_a_non_monotone_signal_ridge_cannot_and_chooses_on_validation(
     cfg, f, data = _planted()
     val_len = int(f.val[1] - f.val[0])
     fit = fit_gbm(data, val_len, cfg)
-    assert fit.val_sharpe.shape == (len(GBM_LEAVES), len(GBM_ITERATIONS))
+    counts = candidate_iterations(cfg)  # the smoke preset's: up to 100 trees
+    assert counts == (25, 50, 100) and candidate_iterations(RunConfig()) == GBM_ITERATIONS
+    assert fit.val_sharpe.shape == (len(GBM_LEAVES), len(counts))
     assert np.isfinite(fit.val_sharpe).all()
     best = np.unravel_index(np.argmax(fit.val_sharpe), fit.val_sharpe.shape)  # first on ties
-    assert (fit.leaves, fit.iterations) == (GBM_LEAVES[best[0]], GBM_ITERATIONS[best[1]])
+    assert (fit.leaves, fit.iterations) == (GBM_LEAVES[best[0]], counts[best[1]])
     # out of sample, on the test block's bars: the trees see the V, ridge does not
     bars = np.arange(int(data.test[0]), int(data.test[1]))
     y = np.asarray(data.aux_target)[bars]
