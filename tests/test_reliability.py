@@ -27,12 +27,28 @@ def run_cli(args, kill_at=None):
                           env=env, capture_output=True, text=True, timeout=300)
 
 
+REFERENCE_THEN_KILLED = """
+import os, sys
+from experiments.multi_fold import main
+args, ref, killed = sys.argv[1].split(), sys.argv[2], sys.argv[3]
+assert main(args + ["--run-dir", ref]) == 0
+os.environ["RL_TRADER_KILL_AT"] = "saved:0"  # this process ends here, by SIGKILL
+main(args + ["--run-dir", killed])
+"""
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """An uninterrupted run's summary.json bytes."""
+    """An uninterrupted run's summary.json bytes; the same run again in the same process,
+    killed where its epoch 0's writes are committed ('saved:0', where epoch 1 starts;
+    test_devices.py and test_multihost.py kill there too), in `base / "killed"`."""
     base = tmp_path_factory.mktemp("rel")
-    out = run_cli(TINY + ["--run-dir", str(base / "ref")])
-    assert out.returncode == 0, out.stderr
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    env.pop("RL_TRADER_KILL_AT", None)
+    out = subprocess.run([sys.executable, "-c", REFERENCE_THEN_KILLED, " ".join(TINY),
+                          str(base / "ref"), str(base / "killed")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == -9, out.stderr  # the reference passed, the second run was killed
     return (base / "ref" / "summary.json").read_bytes(), base
 
 
@@ -40,8 +56,7 @@ def test_sigkill_then_resume_equals_uninterrupted(reference):
     """Killed at each kind of point, one after another, and resumed in a fresh process each
     time, the run writes the same summary.json bytes as the uninterrupted run (so the same seed
     also gives the same bytes from any fresh process), removes its resume state and keeps its
-    timings apart. The points: 'saved:0' (epoch 0's writes committed, where epoch 1 starts;
-    test_devices.py and test_multihost.py kill there too), then, resumed, while saving epoch 1,
+    timings apart. The points: 'saved:0' (`reference`), then, resumed, while saving epoch 1,
     then, resumed again, while scoring.
 
     Fold checkpoints and the resume state are written in the background side by side, so a
@@ -55,8 +70,6 @@ def test_sigkill_then_resume_equals_uninterrupted(reference):
     ref, base = reference
     run_dir = base / "killed"
     ckpts = run_dir / "fold_0" / "checkpoints"
-    out = run_cli(TINY + ["--run-dir", str(run_dir)], kill_at="saved:0")
-    assert out.returncode == -9, out.stderr  # really killed by SIGKILL
     assert not (run_dir / "summary.json").exists()
     with FoldCheckpoints(ckpts, "", {}, read_only=True) as c:
         lost = c.metadata(0)
