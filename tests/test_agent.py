@@ -492,9 +492,13 @@ def test_weight_decay_on_kernels_leaves_biases_and_norms(qnet):
     cfg = AgentConfig(learning_rate=0.1, weight_decay_on="kernels")
     hp = agent.HParams.from_config(cfg).replace(weight_decay=jnp.float32(0.5))
     tx = agent.make_optimizer(cfg, hp)
-    zeros = jax.tree.map(jnp.zeros_like, params)
-    updates, _ = tx.update(zeros, tx.init(params), params)
-    new = optax.apply_updates(params, updates)
+    @jax.jit  # one program, not an eager op for each leaf's shape
+    def step(params):
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        updates, _ = tx.update(zeros, tx.init(params), params)
+        return optax.apply_updates(params, updates)
+
+    new = step(params)
     kinds = {"kernel": 0, "kept": 0}
     for (path, before), after in zip(leaves_with_paths(params), jax.tree.leaves(new),
                                      strict=True):

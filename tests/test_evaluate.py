@@ -49,16 +49,20 @@ def test_ensemble_position_is_the_mean_of_its_members_targets():
     members = [init_params(net, obs, seed=s) for s in range(3)]
     key = jax.random.key(0)
 
+    @jax.jit
+    def greedy(stacked):
+        return greedy_decide(stacked, data, cfg)(key, state, port)
+
     def decide(params):
-        target, aux = greedy_decide(stack(params), data, cfg)(key, state, port)
+        target, aux = greedy(stack(params))
         return (float(target), np.asarray(aux.market_weights), np.asarray(aux.portfolio_weights),
                 float(aux.q))
 
     alone = [decide([p]) for p in members]
     assert len({a[0] for a in alone}) > 1  # the members disagree, so the mean is a test
     target, w_m, w_p, q = decide(members)
-    forecasts = [float(net.apply(p, obs).aux) for p in members]
-    _, aux = greedy_decide(stack(members), data, cfg)(key, state, port)
+    forecasts = [float(jax.jit(net.apply)(p, obs).aux) for p in members]
+    _, aux = greedy(stack(members))
     np.testing.assert_allclose(float(aux.forecast), np.mean(forecasts), rtol=1e-5)
     np.testing.assert_allclose(target, np.mean([a[0] for a in alone]), rtol=1e-6)
     np.testing.assert_allclose(w_m, np.mean([a[1] for a in alone], 0), rtol=1e-5)
@@ -71,13 +75,15 @@ def test_greedy_q_is_the_bdq_value_of_the_greedy_action():
     """Q(s, â) = Q_dir(â_dir) when flat, else the mean of the two branches' greedy values."""
     cfg = tiny_config(generic=True)
     data, net, state, port, obs = decision_at_validation(cfg)
+    apply = jax.jit(net.apply)
+    greedy = jax.jit(lambda p: greedy_decide(p, data, cfg)(jax.random.key(0), state, port))
     for seed in range(4):
         params = init_params(net, obs, seed=seed)
-        out = net.apply(params, obs)
+        out = apply(params, obs)
         d, m = int(np.argmax(out.q_direction)), int(np.argmax(out.q_magnitude))
         want = (out.q_direction[d] if d == env.FLAT
                 else 0.5 * (out.q_direction[d] + out.q_magnitude[m]))
-        _, aux = greedy_decide(stack([params]), data, cfg)(jax.random.key(0), state, port)
+        _, aux = greedy(stack([params]))
         np.testing.assert_allclose(float(aux.q), float(want), rtol=1e-5)
 
 
@@ -93,9 +99,10 @@ def test_model_head_ensemble_holds_the_best_position_of_its_mean_q():
     members = [init_params(net, obs, seed=k) for k in range(3)]
     fractions = np.asarray(model_q.position_fractions(cfg.env), np.float64)
     cost_rate = (cfg.env.commission_bps + cfg.env.slippage_bps) * 1e-4
+    apply = jax.jit(net.apply)
     qs = []
     for p in members:
-        out = net.apply(p, obs)
+        out = apply(p, obs)
         mu, m2 = s * float(out.aux), s * s * float(out.second_moment)
         w = np.asarray(model_q.continuation(out), np.float64)
         q = [100.0 * (a * (mu + 0.5 * m2) - 0.5 * kappa * a * a * m2 - cost_rate * abs(a - 0.0))
@@ -103,11 +110,12 @@ def test_model_head_ensemble_holds_the_best_position_of_its_mean_q():
              for a, c in zip(fractions, w, strict=True)]
         qs.append(q)
     mean_q = np.mean(qs, 0)
-    target, aux = greedy_decide(stack(members), data, cfg)(jax.random.key(0), state, port)
+    target, aux = jax.jit(lambda p: greedy_decide(p, data, cfg)(jax.random.key(0), state, port))(
+        stack(members))
     assert float(target) == fractions[int(np.argmax(mean_q))]
     np.testing.assert_allclose(float(aux.q), mean_q.max(), rtol=1e-4)
     np.testing.assert_allclose(float(aux.forecast),
-                               np.mean([float(net.apply(p, obs).aux) for p in members]), rtol=1e-5)
+                               np.mean([float(apply(p, obs).aux) for p in members]), rtol=1e-5)
 
 def test_evaluation_returns_do_not_depend_on_the_learning_reward():
     cfg = tiny_config()

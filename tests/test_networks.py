@@ -185,7 +185,7 @@ def test_model_network_outputs_and_the_stop_gradient():
         net = make_network(cfg, M)
         assert isinstance(net, ModelQNetwork)
         params = init_params(net, obs, seed=2)
-        out = net.apply(params, obs)
+        out = jax.jit(net.apply)(params, obs)
         chex.assert_shape([out.aux, out.second_moment], (6,))
         chex.assert_shape(out.w_direction, (6, 3))
         chex.assert_shape(out.w_magnitude, (6, M))
@@ -274,9 +274,10 @@ def test_qnetwork_dropout_is_random_while_learning_and_absent_otherwise(qnet):
     assert not np.allclose(np.asarray(a.q_direction), np.asarray(c.q_direction))
     det = apply(params, obs)
     assert not np.allclose(np.asarray(a.q_direction), np.asarray(det.q_direction))
-    chex.assert_trees_all_close(net.apply(params, obs, dropout=0.0), det, rtol=1e-5, atol=1e-6)
+    chex.assert_trees_all_close(jax.jit(lambda: net.apply(params, obs, dropout=0.0))(), det,
+                                rtol=1e-5, atol=1e-6)
     with pytest.raises(Exception, match="dropout"):
-        net.apply(params, obs, dropout=0.3)
+        jax.jit(lambda: net.apply(params, obs, dropout=0.3))()
 
 
 def test_grn_same_width_uses_identity_skip():
@@ -366,7 +367,7 @@ def test_precision_keeps_float32_params_and_outputs(precision):
     params = init_params(ref_net, obs)
     chex.assert_trees_all_equal_shapes_and_dtypes(params, jax.eval_shape(net.init,
                                                                          jax.random.key(0), obs))
-    ref, out = ref_net.apply(params, obs), net.apply(params, obs)
+    ref, out = jax.jit(ref_net.apply)(params, obs), jax.jit(net.apply)(params, obs)
     chex.assert_trees_all_equal_dtypes(ref, out)
     tol = 0.1 if precision == "bf16" else 1e-5
     chex.assert_trees_all_close(ref, out, atol=tol, rtol=tol)
