@@ -40,12 +40,12 @@ import tempfile
 
 import pytest
 
-# The modules that take longest on a 2-core CPU (seconds in a full run, measured 2026-12-01),
+# The modules that take longest on a 2-core CPU (seconds in a full run, measured 2026-12-02),
 # slowest first.
-SLOW_FIRST = ("test_reliability",  # ~165: five subprocess runs, the first compiling
-              "test_multihost",  # ~115: two processes killed and resumed, no compile cache
-              "test_devices",  # ~80: 4 fake devices, its own programs
-              "test_train",  # ~65
+SLOW_FIRST = ("test_reliability",  # ~120: four subprocesses, the first compiling
+              "test_multihost",  # ~120: two processes killed and resumed, no compile cache
+              "test_devices",  # ~90: 4 fake devices, its own programs
+              "test_train",  # ~90
               "test_buckets", "test_scaling", "test_convergence", "test_learning",
               "test_prepare", "test_checkpoint", "test_multi_fold")
 
