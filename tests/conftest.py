@@ -46,8 +46,9 @@ SLOW_FIRST = ("test_reliability",  # ~120: four subprocesses, the first compilin
               "test_multihost",  # ~120: two processes killed and resumed, no compile cache
               "test_devices",  # ~90: 4 fake devices, its own programs
               "test_train",  # ~90
-              "test_buckets", "test_scaling", "test_convergence", "test_learning",
-              "test_prepare", "test_checkpoint", "test_multi_fold")
+              "test_compile_options", "test_scaling", "test_learning", "test_prepare",
+              "test_gbm", "test_inference", "test_multi_fold", "test_buckets", "test_agent",
+              "test_checkpoint", "test_sweep", "test_networks", "test_convergence")
 
 
 TEST_XLA_FLAGS = {"xla_backend_optimization_level": "0",
