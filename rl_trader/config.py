@@ -363,8 +363,8 @@ def program_config(cfg: RunConfig) -> RunConfig:
     the seed and the sweep's values (inputs of the programs, not part of them). Every other
     field stays, read by a program or not, so no field that shapes a program can be left out.
     Programs made once per process are keyed on it (`population.programs`,
-    `evaluate.jit_per_program`); `tests/test_population.py` checks that the fields dropped
-    here leave every such program's jaxpr unchanged."""
+    `evaluate.jit_per_program`); the tests trace those programs with the dropped fields made
+    unreadable (`tests/helpers.unread_dropped`), so a program that reads one fails them."""
     return dataclasses.replace(cfg, data=DataConfig(), folds=FoldConfig(), seed=0, sweep=())
 
 

@@ -39,8 +39,7 @@ class Aux:
 def jit_per_program(*static_argnums: int) -> Callable[[Callable], Callable]:
     """`jax.jit` with `static_argnums`, each `RunConfig` argument replaced by its
     `program_config` first: runs of one process that differ only in their data, fold layout,
-    seed or sweep (the gate's markets) share the traced program. The jitted function is the
-    wrapper's `jitted`."""
+    seed or sweep (the gate's markets) share the traced program."""
     def wrap(fn: Callable) -> Callable:
         jitted = jax.jit(fn, static_argnums=static_argnums)
 
@@ -49,7 +48,6 @@ def jit_per_program(*static_argnums: int) -> Callable[[Callable], Callable]:
             return jitted(*(program_config(a) if isinstance(a, RunConfig) else a
                             for a in args), **kwargs)
 
-        call.jitted = jitted
         return call
 
     return wrap

@@ -5,11 +5,10 @@ next bar's log return over its train std) on ridge's features (the bar-t market 
 normalised on train), fit on ridge's rows (`training_bars`: train bars whose next bar is in
 the same training range). The number of leaves (`GBM_LEAVES`) and of boosting iterations
 (`GBM_ITERATIONS` up to `--gbm-iterations`, the staged predictions of one fit per leaf count)
-are chosen by the
-validation Sharpe of its position rule, clip(ŷ / s, −1, 1) with s the root mean square of ŷ
-over the fitted rows (`evaluate.forecast_position`), traded through the env with the run's
-costs, as ridge's penalty is: the first best on ties. Only train and validation bars are read;
-the fit is deterministic (fixed `random_state`, no early stopping, no subsampling).
+are chosen by the validation Sharpe of its position rule, clip(ŷ / s, −1, 1) with s the root
+mean square of ŷ over the fitted rows (`evaluate.forecast_position`), traded through the env
+with the run's costs, as ridge's penalty is: the first best on ties. Only train and validation
+bars are read; the fit is deterministic (fixed `random_state`, no early stopping, no subsampling).
 
 With `--tree-forecast` the same trees become one more market variable of the agent
 (`with_tree_forecast`), cross-fitted on the train segment so that no train bar's value comes
