@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -97,25 +96,23 @@ class Population:
 
 
 PROGRAMS_KEPT = 4  # populations kept by `programs` (least recently used dropped)
-_PROGRAMS: OrderedDict[tuple, Population] = OrderedDict()
 
 
 def programs(cfg: RunConfig, periods_per_year: float, val_steps: int,
              mesh: Mesh | None) -> Population:
     """The jitted population programs of `cfg`, made once per process for each
-    `program_config(cfg)`, periods per year, validation steps and mesh: a later run of this
-    process with the same key (another market, seed or fold layout of equal shapes, as the
-    gate's runs) reuses the traced and compiled programs instead of tracing them again. JAX
-    still retraces for inputs of new shapes."""
-    key = (Population, program_config(cfg), float(periods_per_year), int(val_steps), mesh)
-    if key in _PROGRAMS:
-        _PROGRAMS.move_to_end(key)
-        return _PROGRAMS[key]
-    pop = Population(make_train(cfg, periods_per_year, val_steps), mesh)
-    _PROGRAMS[key] = pop
-    while len(_PROGRAMS) > PROGRAMS_KEPT:
-        _PROGRAMS.popitem(last=False)
-    return pop
+    `program_config(cfg)`, periods per year, validation steps and mesh, and built from that
+    program config alone: a later run of this process with the same key (another market,
+    seed or fold layout of equal shapes, as the gate's runs) reuses the traced and compiled
+    programs instead of tracing them again. JAX still retraces for inputs of new shapes."""
+    return _programs(Population, program_config(cfg), float(periods_per_year), int(val_steps),
+                     mesh)
+
+
+@functools.lru_cache(maxsize=PROGRAMS_KEPT)
+def _programs(cls: type[Population], cfg: RunConfig, periods_per_year: float, val_steps: int,
+              mesh: Mesh | None) -> Population:
+    return cls(make_train(cfg, periods_per_year, val_steps), mesh)
 
 
 THREEFRY_KERNELS = "jax_threefry_gpu_kernel_lowering"

@@ -17,14 +17,20 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = [*TINY_ARGS, "--data", "synthetic:ar1:1200:2"]
 
 
-def run_cli(args, kill_at=None):
-    """`python -m experiments.multi_fold ARGS`; the session's compilation cache (conftest.py)."""
+def cli_env(kill_at=None):
+    """A subprocess's environment: the CPU, the session's compilation cache (conftest.py),
+    killed at fault point `kill_at` if given."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
     env.pop("RL_TRADER_KILL_AT", None)
     if kill_at:
         env["RL_TRADER_KILL_AT"] = kill_at
+    return env
+
+
+def run_cli(args, kill_at=None):
+    """`python -m experiments.multi_fold ARGS` (`cli_env`)."""
     return subprocess.run([sys.executable, "-m", "experiments.multi_fold", *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=cli_env(kill_at), capture_output=True, text=True, timeout=300)
 
 
 REFERENCE_THEN_KILLED = """
@@ -43,10 +49,8 @@ def reference(tmp_path_factory):
     killed where its epoch 0's writes are committed ('saved:0', where epoch 1 starts;
     test_devices.py and test_multihost.py kill there too), in `base / "killed"`."""
     base = tmp_path_factory.mktemp("rel")
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
-    env.pop("RL_TRADER_KILL_AT", None)
     out = subprocess.run([sys.executable, "-c", REFERENCE_THEN_KILLED, " ".join(TINY),
-                          str(base / "ref"), str(base / "killed")], cwd=ROOT, env=env,
+                          str(base / "ref"), str(base / "killed")], cwd=ROOT, env=cli_env(),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == -9, out.stderr  # the reference passed, the second run was killed
     return (base / "ref" / "summary.json").read_bytes(), base
