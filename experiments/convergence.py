@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
                 print(f"== {market} run {k}: {cfg.data.path}, run seed {cfg.seed}", flush=True)
                 summary = run_experiment(prep, run_dir, overwrite=args.overwrite,
                                          log=lambda line: print(line, flush=True),
-                                         devices=args.devices)
+                                         devices=args.devices, write_html=not args.no_report)
             runs.append({"market": market, "run": k, "data": cfg.data.path,
                          "data_seed": GATE_SEED_BASE + k, "run_seed": cfg.seed,
                          "run_dir": str(run_dir), **run_figures(summary)})

@@ -48,6 +48,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     run.add_argument("--distributed", action="store_true",
                      help="multi-process run configured by the cluster scheduler or JAX's "
                           "environment variables (jax.distributed.initialize with no arguments)")
+    run.add_argument("--no-report", action="store_true",
+                     help="write no report.html (a run's: `make report RUN_DIR=DIR` writes it "
+                          "later; a sweep writes none)")
     run.add_argument("--debug-nans", action="store_true",
                      help="turn on JAX's NaN checking (slow; stops at the first NaN produced)")
     return p
@@ -66,8 +69,8 @@ def enable_compilation_cache() -> str | None:
     return path
 
 
-RESUME_KEEPS = {"run_dir", "resume", "debug_nans", "devices", "coordinator", "num_processes",
-                "process_id", "distributed"}
+RESUME_KEEPS = {"run_dir", "resume", "debug_nans", "no_report", "devices", "coordinator",
+                "num_processes", "process_id", "distributed"}
 
 
 def resume_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunConfig:
@@ -146,7 +149,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         try:
             summary = run_experiment(prep, run_dir, overwrite=args.overwrite, resume=args.resume,
                                      log=lambda line: print(line, flush=True),
-                                     devices=args.devices)
+                                     devices=args.devices, write_html=not args.no_report)
         except BaseException:
             if fresh:
                 discard_unstarted(run_dir, existed)

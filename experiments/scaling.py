@@ -62,7 +62,7 @@ def job_args(size: int, folds: int, seeds: int, steps: int, epochs: int,
         raise SystemExit(f"{PROG}: error: option --sizes: {size} is not a multiple of "
                          f"folds × seeds = {folds * seeds}")
     args = ["--data", "synthetic:ar1", "--folds", str(folds), "--seeds", str(seeds),
-            "--epochs", str(epochs), "--steps-per-epoch", str(steps), *extra]
+            "--epochs", str(epochs), "--steps-per-epoch", str(steps), "--no-report", *extra]
     if settings > 1:
         args += ["--sweep", "learning_rate=" + ",".join(map(str, sweep_values(settings)))]
     return args

@@ -127,7 +127,8 @@ def _finite(runners, metrics) -> jax.Array:
 
 def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
                    resume: bool = False, log: Callable[[str], None] = print,
-                   devices: int | None = None, validation_only: bool = False) -> dict:
+                   devices: int | None = None, validation_only: bool = False,
+                   write_html: bool = True) -> dict:
     """Train the population, score each fold once on test, write the outputs; return summary.
 
     With `resume`, continue from the last completed epoch saved in `run_dir/resume/` (state of
@@ -147,11 +148,11 @@ def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
             write_json(run_dir / "folds.json", {"folds": [f.to_dict() for f in folds]})
         barrier("run_dir")
         return _run(prep, run_dir, resume, log if main else (lambda _: None), devices,
-                    validation_only)
+                    validation_only, write_html)
 
 
 def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None],
-         devices: int | None, validation_only: bool) -> dict:
+         devices: int | None, validation_only: bool, write_html: bool) -> dict:
     """The stages, in order, inside the locked run directory."""
     log(format_folds(prep.folds, prep.bars.dates))
     t_start, clock = time.time(), Stopwatch()
@@ -171,7 +172,7 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
     with clock.stage("score"):
         summary = score(run, state, validation_only)
     if jax.process_index() == 0:
-        report(run, state, summary, validation_only)
+        report(run, state, summary, validation_only, write_html)
     barrier("scored")
     return summary
 
@@ -428,10 +429,11 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
     return summary
 
 
-def report(run: Run, state: RunState, summary: dict, validation_only: bool) -> None:
-    """Stage 5 (process 0): summary.json, the per-bar validation returns of a sweep or the
-    HTML report of a run, timings.json (stages included); then the resume state is removed
-    (the run is done)."""
+def report(run: Run, state: RunState, summary: dict, validation_only: bool,
+           write_html: bool) -> None:
+    """Stage 5 (process 0): summary.json, the per-bar validation returns of a sweep or (with
+    `write_html`) the HTML report of a run, timings.json (stages included); then the resume
+    state is removed (the run is done)."""
     run_dir, c = run.run_dir, run.cohort
     done = state.progress.epochs_done
     write_json(run_dir / "summary.json", summary)
@@ -441,7 +443,7 @@ def report(run: Run, state: RunState, summary: dict, validation_only: bool) -> N
                                 val_returns=state.records.val_returns[:done],
                                 fold=[m.fold for m in c.groups],
                                 setting=[m.setting for m in c.groups])
-        else:
+        elif write_html:
             from rl_trader.report import write_report
 
             write_report(run_dir)

@@ -29,7 +29,8 @@ from experiments.multi_fold import main
 cache, out, args = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
 counts = []
 for n in (1030, 1250):  # one bar bucket (1,280), segments of ~130 and ~190 bars
-    assert main(args + ["--data", f"synthetic:ar1:{n}:1", "--run-dir", str(out / str(n))]) == 0
+    assert main(args + ["--data", f"synthetic:ar1:{n}:1", "--no-report",
+                        "--run-dir", str(out / str(n))]) == 0
     counts.append(sorted(p.name for p in cache.rglob("*") if p.is_file()))
 print(json.dumps(counts))
 """

@@ -18,7 +18,7 @@ from experiments.convergence import (
     market_config,
 )
 
-GATE = [*TINY_ARGS, "--bars", "1200", "--runs", "1"]
+GATE = [*TINY_ARGS, "--bars", "1200", "--runs", "1", "--no-report"]
 TRIVIAL = [*(x for name in FLOORS for x in ("--" + name.replace("_", "-"), "-100")),
            "--dsr-max", "1.0"]
 

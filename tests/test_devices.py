@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--preset", "smoke", "--data", "synthetic:ar1:1200:3", "--folds", "2", "--epochs", "2",
-        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8", "--seeds", "3"]
+        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8", "--seeds", "3", "--no-report"]
 SCRIPT = """
 import json, os, sys
 from experiments.multi_fold import main
@@ -76,7 +76,7 @@ def test_a_run_killed_on_four_devices_resumes_on_one(layouts):
     # killed after epoch 0 (`layouts`): a resume state, no summary
     assert (run_dir / "resume").is_dir() and not (run_dir / "summary.json").exists()
     again = subprocess.run([sys.executable, "-m", "experiments.multi_fold", "--resume",
-                            "--run-dir", str(run_dir), "--devices", "1"], cwd=ROOT,
+                            "--run-dir", str(run_dir), "--devices", "1", "--no-report"], cwd=ROOT,
                            env=four_devices(), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming after epoch 0" in again.stdout

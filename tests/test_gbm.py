@@ -136,7 +136,7 @@ def test_a_run_with_the_tree_forecast_weighs_it_and_refuses_new_bars(tmp_path):
     """`--tree-forecast` end to end: one more market variable in the VSN's weights, the gbm
     baseline scored as without it, and a one-line refusal where the trees would be needed."""
     run = tmp_path / "run"
-    assert main([*TINY_ARGS, "--epochs", "1", "--data", "synthetic:step:1200:3",
+    assert main([*TINY_ARGS, "--epochs", "1", "--no-report", "--data", "synthetic:step:1200:3",
                  "--tree-forecast", "--run-dir", str(run)]) == 0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["feature_names"][-1] == TREE_FORECAST_NAME

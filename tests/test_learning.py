@@ -15,7 +15,7 @@ from rl_trader.metrics import sharpe
 
 ARGS = ["--preset", "smoke", "--data", "synthetic:ar1_strong:3000:1", "--folds", "2",
         "--epochs", "1", "--envs", "16", "--steps-per-epoch", "400", "--batch", "64",
-        "--lr", "3e-3", "--obs-noise", "1.0", "--gamma", "0.5"]
+        "--lr", "3e-3", "--obs-noise", "1.0", "--gamma", "0.5", "--no-report"]
 
 
 def test_agent_learns_a_planted_signal(tmp_path):

@@ -57,6 +57,7 @@ def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run, capsys):
     assert ends[-1][1] == summary["n_bars"] == 5031
     assert all(a[1] == b[0] for a, b in zip(ends, ends[1:], strict=False))  # stitched, in order
     assert summary["config"]["folds"]["n_folds"] == 3
+    assert (run_dir / "report.html").is_file()  # by default; test_reliability: --no-report
     assert len(summary["data_sha256"]) == 64
     assert list((run_dir / "tensorboard").iterdir())
     with np.load(run_dir / summary["folds"][0]["returns_file"]) as z:

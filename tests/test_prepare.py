@@ -118,7 +118,7 @@ def test_a_pooled_run_trains_and_says_what_it_pooled(tmp_path):
     from experiments.sweep import refuse_gate_data
 
     run_dir = tmp_path / "pooled"
-    assert main([*TINY_ARGS, "--epochs", "1", "--data", f"{TARGET},{OTHER}",
+    assert main([*TINY_ARGS, "--epochs", "1", "--no-report", "--data", f"{TARGET},{OTHER}",
                  "--run-dir", str(run_dir)]) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["data_pool"] == [OTHER]

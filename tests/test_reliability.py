@@ -12,9 +12,11 @@ import pytest
 from helpers import TINY_ARGS
 
 from experiments.multi_fold import main
+from experiments.report import main as report_main
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [*TINY_ARGS, "--data", "synthetic:ar1:1200:2"]
+NO_REPORT = ["--no-report"]  # the kill chain's runs: the report is written once, at the end
 
 
 def cli_env(kill_at=None):
@@ -36,6 +38,7 @@ def run_cli(args, kill_at=None):
 REFERENCE_THEN_KILLED = """
 import os, sys
 from experiments.multi_fold import main
+from experiments.report import main as report_main
 args, ref, killed = sys.argv[1].split(), sys.argv[2], sys.argv[3]
 assert main(args + ["--run-dir", ref]) == 0
 os.environ["RL_TRADER_KILL_AT"] = "saved:0"  # this process ends here, by SIGKILL
@@ -49,7 +52,7 @@ def reference(tmp_path_factory):
     killed where its epoch 0's writes are committed ('saved:0', where epoch 1 starts;
     test_devices.py and test_multihost.py kill there too), in `base / "killed"`."""
     base = tmp_path_factory.mktemp("rel")
-    out = subprocess.run([sys.executable, "-c", REFERENCE_THEN_KILLED, " ".join(TINY),
+    out = subprocess.run([sys.executable, "-c", REFERENCE_THEN_KILLED, " ".join(TINY + NO_REPORT),
                           str(base / "ref"), str(base / "killed")], cwd=ROOT, env=cli_env(),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == -9, out.stderr  # the reference passed, the second run was killed
@@ -61,7 +64,8 @@ def test_sigkill_then_resume_equals_uninterrupted(reference):
     time, the run writes the same summary.json bytes as the uninterrupted run (so the same seed
     also gives the same bytes from any fresh process), removes its resume state and keeps its
     timings apart. The points: 'saved:0' (`reference`), then, resumed, while saving epoch 1,
-    then, resumed again, while scoring.
+    then, resumed again, while scoring. Run with --no-report (given again on each resume), it
+    writes no report, which experiments.report then writes from the finished run.
 
     Fold checkpoints and the resume state are written in the background side by side, so a
     kill can leave an epoch's resume state on disk without a fold's checkpoint of it: simulated
@@ -79,17 +83,19 @@ def test_sigkill_then_resume_equals_uninterrupted(reference):
         lost = c.metadata(0)
     shutil.rmtree(ckpts / "0")
     for kill_at in ("saving:1", "scoring"):
-        out = run_cli(["--resume", "--run-dir", str(run_dir)], kill_at=kill_at)
+        out = run_cli(["--resume", "--run-dir", str(run_dir), *NO_REPORT], kill_at=kill_at)
         assert out.returncode == -9, (kill_at, out.stderr)
         assert "resuming after epoch" in out.stdout, kill_at
         assert not (run_dir / "summary.json").exists()
         if kill_at == "saving:1":
             assert ("fold 0: the checkpoint of epoch 0 was not on disk; saved again"
                     in out.stdout)
-    again = run_cli(["--resume", "--run-dir", str(run_dir)])
+    again = run_cli(["--resume", "--run-dir", str(run_dir), *NO_REPORT])
     assert again.returncode == 0, again.stderr
     assert (run_dir / "summary.json").read_bytes() == ref
     assert not (run_dir / "resume").exists()  # removed once complete
+    assert not (run_dir / "report.html").exists()  # --no-report; written afterwards:
+    assert report_main([str(run_dir)]) == 0 and (run_dir / "report.html").is_file()
     timings = json.loads((run_dir / "timings.json").read_text())
     assert "seconds_total" in timings  # timings live apart from the summary
     with FoldCheckpoints(ckpts, "", {}, read_only=True) as c:
