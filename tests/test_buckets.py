@@ -22,36 +22,19 @@ def test_trim_cuts_one_axis_of_every_leaf():
     np.testing.assert_array_equal(out["a"], tree["a"][:, :4])
 
 
-SCRIPT = """
-import json, os, sys
-from pathlib import Path
-from experiments.multi_fold import main
-cache, out, args = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
-counts = []
-for n in (1030, 1250):  # one bar bucket (1,280), segments of ~130 and ~190 bars
-    assert main(args + ["--data", f"synthetic:ar1:{n}:1", "--no-report",
-                        "--run-dir", str(out / str(n))]) == 0
-    counts.append(sorted(p.name for p in cache.rglob("*") if p.is_file()))
-print(json.dumps(counts))
-"""
-
-
-def test_a_file_of_another_length_compiles_nothing_new(tmp_path, jax_cache):
-    """The second run, on a file of another length in the same buckets, finds every program
-    it needs in the persistent compilation cache: it adds no entry. The tiny run's options and
-    the session's cache (tests/conftest.py): what the first run compiles, later tests reuse."""
-    import json
-    import os
-    import subprocess
-    import sys
-
+def test_a_file_of_another_length_compiles_nothing_new(tmp_path):
+    """Two runs in this process on files of 1,030 and 1,250 bars: one bar bucket (1,280),
+    segments of ~130 and ~190 bars. The second run compiles no program and loads none from the
+    persistent cache (`compile_watch.totals`, JAX's compile events): every program it needs is
+    the first run's. The tiny run's options, whose programs the worker's other runs share."""
     from helpers import TINY_ARGS
 
-    cache = str(tmp_path / "cache") if jax_cache == "off" else jax_cache
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "RL_TRADER_JAX_CACHE": cache}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, cache, str(tmp_path / "runs"),
-                          json.dumps(TINY_ARGS)], env=env, capture_output=True, text=True,
-                         check=True)
-    first, second = json.loads(out.stdout.strip().splitlines()[-1])
-    assert len(first) > 10  # the cache is on and holds the run's programs
-    assert second == first, sorted(set(second) - set(first))
+    from experiments.multi_fold import main
+    from rl_trader.compile_watch import totals
+
+    args, runs = [*TINY_ARGS, "--no-report"], tmp_path / "runs"
+    assert main(args + ["--data", "synthetic:ar1:1030:1", "--run-dir", str(runs / "a")]) == 0
+    before = totals()
+    assert main(args + ["--data", "synthetic:ar1:1250:1", "--run-dir", str(runs / "b")]) == 0
+    new = totals().minus(before)
+    assert (new.programs, new.cache_hits) == (0, 0), new
