@@ -7,8 +7,8 @@ cache directory for the session (RL_TRADER_JAX_CACHE, read by
 `experiments.multi_fold.enable_compilation_cache` and inherited by subprocesses) each program
 is compiled once. The directory starts empty, as on a CI machine, unless RL_TRADER_JAX_CACHE
 is already set (a warm directory of your own, or `off`). Under pytest-xdist each worker has its
-own directory (its own temporary tree): a test that counts cache entries sees its own runs only.
-(One directory shared by the workers, tried on 2026-12-01, saved no measurable time:
+own directory (its own temporary tree). (One directory shared by the workers, tried on
+2026-12-01, saved no measurable time: the workers mostly compile different configurations;
 docs/benchmarks.md.)
 
 The tests compile cheaply (`TEST_XLA_FLAGS`, added to XLA_FLAGS and inherited by subprocesses;

@@ -38,7 +38,6 @@ def run_cli(args, kill_at=None):
 REFERENCE_THEN_KILLED = """
 import os, sys
 from experiments.multi_fold import main
-from experiments.report import main as report_main
 args, ref, killed = sys.argv[1].split(), sys.argv[2], sys.argv[3]
 assert main(args + ["--run-dir", ref]) == 0
 os.environ["RL_TRADER_KILL_AT"] = "saved:0"  # this process ends here, by SIGKILL
