@@ -66,6 +66,7 @@ class DataConfig:
 
 
 PORTFOLIO_INPUTS = ("all", "no_returns")  # what `fold_data.observe` passes of the portfolio group
+TREE_FORECAST_MODES = ("off", "on", "validation")  # `prepare.Prepared.fold_data`
 
 
 @dataclass(frozen=True)
@@ -80,16 +81,20 @@ class FeatureConfig:
         "all", "portfolio features the network sees: all, or no_returns (unrealised return "
         "and drawdown zeroed: on an entry bar they are noise-free copies of the last return, "
         "around --obs-noise)", choices=PORTFOLIO_INPUTS)
-    tree_forecast: bool = option(
-        False, "add the gbm baseline's forecast as one more market variable, cross-fitted on "
-        "each fold's train segment (5 blocks with purge gaps: no train bar's value comes from "
-        "trees fit on it); not with pooled --data, and such runs cannot predict or backtest")
+    tree_forecast: str = option(
+        "off", "the gbm baseline's forecast as one more market variable, cross-fitted on each "
+        "fold's train segment (5 blocks with purge gaps: no train bar's value comes from trees "
+        "fit on it): off; on; validation: in a fold only where the gbm baseline's validation "
+        "Sharpe beats ridge's, else the column is zero. Not with pooled --data, and such runs "
+        "cannot predict or backtest", choices=TREE_FORECAST_MODES)
 
     def validate(self) -> None:
         _check(1 <= self.lookback <= 512, "--lookback", "an integer in [1, 512]", self.lookback)
         _check(0.5 <= self.clip <= 100, "--clip", "in [0.5, 100]", self.clip)
         _check(self.portfolio_inputs in PORTFOLIO_INPUTS, "--portfolio-inputs",
                "all or no_returns", self.portfolio_inputs)
+        _check(self.tree_forecast in TREE_FORECAST_MODES, "--tree-forecast",
+               "off, on or validation", self.tree_forecast)
 
 
 @dataclass(frozen=True)
@@ -398,12 +403,19 @@ REMOVED_FIELDS = {
     ("agent", "aux_noise"): (None, "studies 14-15"),
     ("agent", "sizing"): ("q", "study 12"),
 }
+# Fields whose type changed: a saved configuration's old value and the one it now reads as.
+RETYPED_FIELDS = {("features", "tree_forecast"): {False: "off", True: "on"}}  # 2026-12-02
 
 
-def _drop_removed(d: dict) -> dict:
-    """`d` (a saved `RunConfig.to_dict`) without the `REMOVED_FIELDS`; InputError naming the
-    field when one holds a value today's code cannot reproduce."""
+def _upgrade(d: dict) -> dict:
+    """`d` (a saved `RunConfig.to_dict`) without the `REMOVED_FIELDS` and with the
+    `RETYPED_FIELDS`' old values read as today's; InputError naming the field when one holds a
+    value today's code cannot reproduce."""
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
+    for (section, name), values in RETYPED_FIELDS.items():
+        part = out.get(section)
+        if isinstance(part, dict) and isinstance(part.get(name), bool):
+            part[name] = values[part[name]]
     for (section, name), (same, where) in REMOVED_FIELDS.items():
         part = out.get(section)
         if isinstance(part, dict) and name in part:
@@ -421,9 +433,10 @@ def config_from_dict(d: dict) -> RunConfig:
     every value's type checked against its annotation (InputError naming the first wrong
     field, e.g. `train.epochs='3'`); a field missing from an older file takes the value of
     `BEFORE_FIELD`, else its default; a removed field is dropped or refused
-    (`REMOVED_FIELDS`). Not validated: call `.validate()`."""
+    (`REMOVED_FIELDS`), a retyped one's old value read as today's (`RETYPED_FIELDS`). Not
+    validated: call `.validate()`."""
     if isinstance(d, dict):
-        d = _drop_removed(d)
+        d = _upgrade(d)
     try:
         kw = {name: cls(**(BEFORE_FIELD.get(name, {}) | d[name]))
               for name, cls in SECTIONS.items()}

@@ -158,6 +158,8 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
     t_start, clock = time.time(), Stopwatch()
     with clock.stage("population"):
         cohort = build(prep, devices)
+    for k, choice in sorted(prep.tree_forecast_choices.items()):
+        log(f"fold {prep.folds[k].index}: the tree forecast column: {choice.describe()}")
     with clock.stage("start"):
         run, state = start(prep, run_dir, cohort, log, resume, t_start, clock)
     if jax.process_index() == 0 and not validation_only:  # it alone scores

@@ -10,15 +10,17 @@ mean square of ŷ over the fitted rows (`evaluate.forecast_position`), traded th
 with the run's costs, as ridge's penalty is: the first best on ties. Only train and validation
 bars are read; the fit is deterministic (fixed `random_state`, no early stopping, no subsampling).
 
-With `--tree-forecast` the same trees become one more market variable of the agent
+With `--tree-forecast on` the same trees become one more market variable of the agent
 (`with_tree_forecast`), cross-fitted on the train segment so that no train bar's value comes
-from trees fit on that bar.
+from trees fit on that bar. With `--tree-forecast validation` a fold's network sees them only
+where they trade its validation block better than ridge does (`choose_tree_forecast`): a
+choice made on validation, as the baselines' own settings are; elsewhere the column is zero.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import jax.numpy as jnp
 import numpy as np
@@ -84,6 +86,47 @@ def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
                   val_sharpe=sharpes.reshape(len(GBM_LEAVES), n_it))
 
 
+@dataclass(frozen=True)
+class TreeForecastChoice:
+    """Whether a fold's network sees the trees' forecast, and what decided it (per-bar
+    validation Sharpes, the baselines' selection criterion)."""
+
+    used: bool
+    gbm_val_sharpe: float  # the gbm baseline's best over its leaves and iterations
+    ridge_val_sharpe: float | None  # ridge's best over its penalties (None: not compared)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """One line for the run's log, e.g. 'used (validation Sharpe a bar: gbm 0.051 > ridge
+        0.032)'."""
+        if self.ridge_val_sharpe is None:
+            return f"used (gbm validation Sharpe a bar {self.gbm_val_sharpe:.3f})"
+        verdict = ("used", ">") if self.used else ("zero", "<=")
+        return (f"{verdict[0]} (validation Sharpe a bar: gbm {self.gbm_val_sharpe:.3f} "
+                f"{verdict[1]} ridge {self.ridge_val_sharpe:.3f})")
+
+
+def _best(sharpes: np.ndarray) -> float:
+    """The best of candidate Sharpes, NaN (a flat candidate) counting as −∞."""
+    return float(np.max(np.where(np.isnan(sharpes), -np.inf, sharpes)))
+
+
+def choose_tree_forecast(mode: str, fit: GbmFit,
+                         ridge_val_sharpe: np.ndarray | None) -> TreeForecastChoice:
+    """`--tree-forecast` in a fold: "on" always uses the column; "validation" uses it iff
+    max gbm validation Sharpe > max ridge validation Sharpe (`ridge_val_sharpe`: ridge's
+    per-penalty Sharpes, `evaluate.RidgeFit.val_sharpe`), i.e. where the trees find more on
+    validation than a linear forecast of the same features does."""
+    gbm_best = _best(np.asarray(fit.val_sharpe, np.float64))
+    if mode == "on":
+        return TreeForecastChoice(used=True, gbm_val_sharpe=gbm_best, ridge_val_sharpe=None)
+    ridge_best = _best(np.asarray(ridge_val_sharpe, np.float64))
+    return TreeForecastChoice(used=gbm_best > ridge_best, gbm_val_sharpe=gbm_best,
+                              ridge_val_sharpe=ridge_best)
+
+
 def cross_fit_blocks(data: FoldData) -> list[tuple[int, int]]:
     """The train segment [a, b) cut into `CROSS_FIT_BLOCKS` contiguous half-open blocks of
     (nearly) equal length."""
@@ -112,10 +155,14 @@ def cross_fitted_forecast(data: FoldData, fit: GbmFit, gap: int) -> np.ndarray:
     return y_hat
 
 
-def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float) -> FoldData:
+def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float,
+                       used: bool = True) -> FoldData:
     """`data` with the cross-fitted forecast (`cross_fitted_forecast`) as its
     `tree_forecast` column [T_b, 1], normalised with its train-segment mean and std and
-    clipped to ±`clip` as the other market variables are."""
+    clipped to ±`clip` as the other market variables are; not `used`: a column of zeros (a
+    constant, which tells the network nothing), so every fold has the same variables."""
+    if not used:
+        return data.replace(tree_forecast=jnp.zeros((data.features.shape[0], 1), jnp.float32))
     y_hat = cross_fitted_forecast(data, fit, gap)[:, None]
     a, b = (int(v) for v in np.asarray(data.train))
     norm = fit_normaliser(y_hat, a, b)

@@ -129,8 +129,9 @@ def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:
         cfg = config_from_dict(meta["config"])
     except InputError as err:
         raise InputError(f"run {run_dir}: {err}") from None
-    if cfg.features.tree_forecast:
-        raise InputError(f"run {run_dir}: trained with --tree-forecast, whose trees a run does "
+    if cfg.features.tree_forecast != "off":
+        raise InputError(f"run {run_dir}: trained with --tree-forecast "
+                         f"{cfg.features.tree_forecast}, whose trees a run does "
                          "not save, so its policy cannot be applied to new bars")
     params = restore_acting(directory, cfg, len(meta["inference"]["feature_names"]),
                             int(meta["seeds"]), meta["epoch"])

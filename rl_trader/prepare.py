@@ -20,10 +20,17 @@ from rl_trader.buckets import bucket
 from rl_trader.config import RunConfig
 from rl_trader.data import SYNTHETIC_PREFIX, Bars, data_specs, load
 from rl_trader.errors import InputError
+from rl_trader.evaluate import fit_ridge
 from rl_trader.features import MarketFeatures, compute_features
 from rl_trader.fold_data import FoldData, PoolSegment, make_fold_data
 from rl_trader.folds import Fold, make_folds
-from rl_trader.gbm import GbmFit, fit_gbm, with_tree_forecast
+from rl_trader.gbm import (
+    GbmFit,
+    TreeForecastChoice,
+    choose_tree_forecast,
+    fit_gbm,
+    with_tree_forecast,
+)
 
 TREE_FORECAST_NAME = "gbm_forecast"
 
@@ -44,12 +51,15 @@ class Prepared:
     pool_segments: tuple[tuple[PoolSegment, ...], ...] = ()
     # the gbm baseline's fits made so far, by fold (`gbm_fit`)
     gbm_fits: dict[int, GbmFit] = field(default_factory=dict, compare=False, repr=False)
+    # with --tree-forecast, each fold's choice, made by `fold_data`
+    tree_forecast_choices: dict[int, TreeForecastChoice] = field(
+        default_factory=dict, compare=False, repr=False)
 
     @property
     def market_names(self) -> tuple[str, ...]:
         """The network's market variables: the features', then `TREE_FORECAST_NAME` with
         `--tree-forecast` (`FoldData.tree_forecast`)."""
-        extra = (TREE_FORECAST_NAME,) if self.cfg.features.tree_forecast else ()
+        extra = (TREE_FORECAST_NAME,) if self.cfg.features.tree_forecast != "off" else ()
         return self.features.names + extra
 
     @property
@@ -97,14 +107,20 @@ class Prepared:
 
     def fold_data(self, k: int) -> FoldData:
         """Fold k's device arrays, normalised with statistics fit on its train segment; with
-        `--tree-forecast`, the trees' cross-fitted forecast beside them
-        (`gbm.with_tree_forecast`)."""
-        fold, clip = self.folds[k], self.cfg.features.clip
+        `--tree-forecast`, the trees' cross-fitted forecast beside them where the mode uses
+        it (`gbm.choose_tree_forecast`, recorded in `tree_forecast_choices`; ridge's fit is
+        made for the choice alone, as the baselines' scoring makes it again)."""
+        cfg, fold, clip = self.cfg, self.folds[k], self.cfg.features.clip
         data = make_fold_data(self.bars.open, self.bars.close, self.features, fold, clip,
                               self.pool_segments[k] if self.pool else ())
-        if not self.cfg.features.tree_forecast:
+        mode = cfg.features.tree_forecast
+        if mode == "off":
             return data
-        return with_tree_forecast(data, self.gbm_fit(k, data), fold.gap, clip)
+        fit = self.gbm_fit(k, data)
+        ridge = (np.asarray(fit_ridge(data, self.val_steps, cfg).val_sharpe)
+                 if mode == "validation" else None)
+        choice = self.tree_forecast_choices[k] = choose_tree_forecast(mode, fit, ridge)
+        return with_tree_forecast(data, fit, fold.gap, clip, choice.used)
 
     def gbm_fit(self, k: int, data: FoldData) -> GbmFit:
         """Fold k's gbm baseline (`gbm.fit_gbm` on `data`, fold k's arrays), made once."""
@@ -170,7 +186,7 @@ def prepare(cfg: RunConfig) -> Prepared:
     """Validate the config, load and check the data, compute features, lay out the folds."""
     cfg.validate()
     specs = data_specs(cfg.data.path)
-    if cfg.features.tree_forecast and len(specs) > 1:
+    if cfg.features.tree_forecast != "off" and len(specs) > 1:
         raise InputError("option --tree-forecast: not with pooled instruments (--data "
                          f"{cfg.data.path!r}): the trees are fit on the target's bars alone")
     bars, oracle_position = _market(specs[0])

@@ -142,6 +142,8 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: ev.Rollout, data: 
     }
     if "oracle" in policies:
         entry["oracle_test_sharpe"] = sharpe_of(policies["oracle"].returns, ppy)
+    if k in prep.tree_forecast_choices:
+        entry["tree_forecast"] = prep.tree_forecast_choices[k].to_dict()
     return entry
 
 

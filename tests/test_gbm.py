@@ -1,5 +1,6 @@
 """The gradient-boosted-trees baseline: fit, choice on validation, no look at the test block."""
 
+import dataclasses
 import json
 
 import jax
@@ -15,8 +16,11 @@ from rl_trader.evaluate import baseline_rollouts, fit_ridge
 from rl_trader.fold_data import observe
 from rl_trader.gbm import (
     GBM_LEAVES,
+    GbmFit,
     GbmFits,
+    TreeForecastChoice,
     candidate_iterations,
+    choose_tree_forecast,
     cross_fit_blocks,
     cross_fitted_forecast,
     fit_gbm,
@@ -132,18 +136,78 @@ def test_the_cross_fitted_forecast_never_comes_from_trees_fit_on_its_bar():
     assert float(obs.market[-1]) == float(column[b + 5, 0])
 
 
-def test_a_run_with_the_tree_forecast_weighs_it_and_refuses_new_bars(tmp_path):
-    """`--tree-forecast` end to end: one more market variable in the VSN's weights, the gbm
-    baseline scored as without it, and a one-line refusal where the trees would be needed."""
+def _fake_fit(val_sharpe) -> GbmFit:
+    return GbmFit(forecast=None, leaves=4, iterations=25,
+                  val_sharpe=np.asarray(val_sharpe, np.float64))
+
+
+def test_the_validation_mode_uses_the_trees_only_where_they_beat_ridge_on_validation():
+    """`choose_tree_forecast`: "on" always; "validation" iff the best gbm validation Sharpe
+    beats ridge's best (a tie is ridge's, NaN counts as −∞); an unused column is zeros."""
+    fit = _fake_fit([[0.01, np.nan], [0.05, 0.02]])
+    assert choose_tree_forecast("on", fit, None) == TreeForecastChoice(True, 0.05, None)
+    for ridge, used in (([0.01, np.nan, 0.04], True), ([0.06, 0.0], False), ([0.05], False),
+                        ([np.nan, np.nan], True)):
+        choice = choose_tree_forecast("validation", fit, np.asarray(ridge))
+        assert choice.used is used and choice.gbm_val_sharpe == 0.05
+        assert choice.ridge_val_sharpe == np.max(np.nan_to_num(ridge, nan=-np.inf))
+        assert ("used" if used else "zero") in choice.describe()
+    cfg, f, data = _planted()
+    column = np.asarray(with_tree_forecast(data, fit, f.gap, cfg.features.clip,
+                                           used=False).tree_forecast)
+    assert column.shape == (data.features.shape[0], 1) and not column.any()
+
+
+def _with_trees(mode: str):
+    cfg = tiny_config()
+    return prepare(dataclasses.replace(
+        cfg, features=dataclasses.replace(cfg.features, tree_forecast=mode)))
+
+
+def test_each_folds_data_carries_the_column_its_validation_choice_names():
+    """The wiring of `--tree-forecast validation` (`Prepared.fold_data`): each fold's choice
+    compares that fold's own gbm and ridge validation Sharpes, and the fold's arrays hold the
+    trees' cross-fitted column (the one `--tree-forecast on` gives) where it is used and zeros
+    where it is not; the tiny market has one fold of each."""
+    plain, on, chosen = prepare(tiny_config()), _with_trees("on"), _with_trees("validation")
+    assert chosen.market_names == plain.market_names + (TREE_FORECAST_NAME,)
+    used = []
+    for k in range(len(chosen.folds)):
+        data = chosen.fold_data(k)
+        choice = chosen.tree_forecast_choices[k]
+        base = plain.fold_data(k)
+        ridge = np.asarray(fit_ridge(base, plain.val_steps, plain.cfg).val_sharpe)
+        assert choice.gbm_val_sharpe == np.max(chosen.gbm_fits[k].val_sharpe)
+        assert np.isclose(choice.ridge_val_sharpe, np.nanmax(ridge))
+        assert choice.used == (choice.gbm_val_sharpe > choice.ridge_val_sharpe)
+        np.testing.assert_array_equal(np.asarray(data.features), np.asarray(base.features))
+        column, always = np.asarray(data.tree_forecast), np.asarray(on.fold_data(k).tree_forecast)
+        assert on.tree_forecast_choices[k].used and always.std() > 0.5
+        if choice.used:
+            np.testing.assert_array_equal(column, always)
+        else:
+            assert column.shape == always.shape and not column.any()
+        used.append(choice.used)
+    assert sorted(used) == [False, True]
+
+
+def test_a_run_with_the_tree_forecast_weighs_it_and_refuses_new_bars(tmp_path, capsys):
+    """`--tree-forecast validation` end to end: one more market variable in the VSN's
+    weights, each fold's choice logged and in the summary, the gbm baseline scored as without
+    it, and a one-line refusal where the trees would be needed."""
     run = tmp_path / "run"
-    assert main([*TINY_ARGS, "--epochs", "1", "--no-report", "--data", "synthetic:step:1200:3",
-                 "--tree-forecast", "--run-dir", str(run)]) == 0
+    assert main([*TINY_ARGS, "--epochs", "1", "--no-report", "--data", "synthetic:ar1:1200:1",
+                 "--tree-forecast", "validation", "--run-dir", str(run)]) == 0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["feature_names"][-1] == TREE_FORECAST_NAME
+    out = capsys.readouterr().out
     for fold in summary["folds"]:
         weights = fold["market_vsn_weights"]
         assert list(weights)[-1] == TREE_FORECAST_NAME and len(weights) == 22
         assert np.isclose(sum(weights.values()), 1.0, atol=1e-4)
         assert np.isfinite(fold["baseline_test_sharpes"]["gbm"])
-    with pytest.raises(InputError, match="trained with --tree-forecast"):
+        choice = TreeForecastChoice(**fold["tree_forecast"])
+        assert choice.used == (choice.gbm_val_sharpe > choice.ridge_val_sharpe)
+        assert f"fold {fold['fold']}: the tree forecast column: {choice.describe()}" in out
+    with pytest.raises(InputError, match="trained with --tree-forecast validation"):
         load_policy(run)

@@ -7,7 +7,15 @@ import json
 
 import pytest
 
-from rl_trader.config import SECTIONS, SWEEPABLE, AgentConfig, RunConfig, flag_of, preset
+from rl_trader.config import (
+    SECTIONS,
+    SWEEPABLE,
+    AgentConfig,
+    FeatureConfig,
+    RunConfig,
+    flag_of,
+    preset,
+)
 from rl_trader.errors import InputError
 from rl_trader.options import config_from_args, run_parser
 
@@ -130,6 +138,19 @@ def test_removed_options_in_a_saved_config(section, name, old, value):
     saved[section][name] = value
     with pytest.raises(InputError, match=f"{section}.{name}={value!r}, an option removed"):
         config_from_dict(saved)
+
+def test_a_saved_boolean_tree_forecast_reads_as_its_mode():
+    """`--tree-forecast` was a switch until 2026-12-02: a saved true is "on", false "off"."""
+    from rl_trader.config import config_from_dict
+
+    saved = RunConfig().to_dict()
+    for old, mode in ((True, "on"), (False, "off")):
+        saved["features"]["tree_forecast"] = old
+        assert config_from_dict(saved).features.tree_forecast == mode
+    assert parse("--tree-forecast", "validation").features.tree_forecast == "validation"
+    with pytest.raises(InputError, match="option --tree-forecast='yes' is out of range"):
+        RunConfig(features=FeatureConfig(tree_forecast="yes")).validate()
+
 
 def test_bad_option_is_one_line_with_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:

@@ -130,6 +130,6 @@ def test_a_pooled_run_trains_and_says_what_it_pooled(tmp_path):
 def test_the_tree_forecast_is_refused_with_pooled_instruments():
     cfg = tiny_config()
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=f"{TARGET},{OTHER}"),
-                              features=dataclasses.replace(cfg.features, tree_forecast=True))
+                              features=dataclasses.replace(cfg.features, tree_forecast="on"))
     with pytest.raises(InputError, match="option --tree-forecast: not with pooled instruments"):
         prepare(cfg)
