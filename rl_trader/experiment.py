@@ -47,7 +47,7 @@ from rl_trader.errors import InputError
 from rl_trader.evaluate import decision_targets
 from rl_trader.fold_data import fold_inference_metadata
 from rl_trader.folds import format_folds
-from rl_trader.gbm import GbmFits
+from rl_trader.gbm import TREES_FILE, GbmFits, save_trees
 from rl_trader.metrics import sharpe_of
 from rl_trader.population import Cohort, build, ensembles
 from rl_trader.prepare import Prepared
@@ -105,15 +105,16 @@ class Run:
 
     def fold_checkpoints(self, k: int, process: int | None) -> FoldCheckpoints:
         """Fold k's checkpoint manager, used by `process` alone (None: by every process)."""
-        f = self.prep.folds[k]
+        f, prep = self.prep.folds[k], self.prep
+        inference = fold_inference_metadata(prep.features, prep.bars.dates, prep.bars.close, f,
+                                            prep.cfg, prep.periods_per_year)
+        if k in prep.tree_forecast_choices:  # the column's choice and normaliser
+            inference["tree_forecast"] = prep.tree_forecast_choices[k].to_dict()
         return FoldCheckpoints(self.run_dir / f"fold_{f.index}" / "checkpoints",
                                self.fingerprint,
-                               {"config": self.prep.cfg.to_dict(), "fold": f.to_dict(),
-                                "data_sha256": self.prep.data_sha256,
-                                "inference": fold_inference_metadata(
-                                    self.prep.features, self.prep.bars.dates,
-                                    self.prep.bars.close, f, self.prep.cfg,
-                                    self.prep.periods_per_year)}, process=process)
+                               {"config": prep.cfg.to_dict(), "fold": f.to_dict(),
+                                "data_sha256": prep.data_sha256, "inference": inference},
+                               process=process)
 
 
 @jax.jit
@@ -218,6 +219,10 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
     run.checkpoints = [run.fold_checkpoints(k, pid if multi else None)
                        if f.index % jax.process_count() == pid else None
                        for k, f in enumerate(prep.folds)]
+    for k, f in enumerate(prep.folds):  # the trees a used tree-forecast column needs to act
+        choice = prep.tree_forecast_choices.get(k)
+        if run.checkpoints[k] is not None and choice is not None and choice.used:
+            save_trees(run_dir / f"fold_{f.index}" / TREES_FILE, prep.gbm_fits[k])
     if resume and run.resume_state.latest_epoch() is not None:
         meta = run.resume_state.meta()
         check_resumable(meta, run_dir)

@@ -19,22 +19,27 @@ choice made on validation, as the baselines' own settings are; elsewhere the col
 
 from __future__ import annotations
 
+import os
+import pickle
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 
 from rl_trader.compile_watch import unwatched
 from rl_trader.config import GBM_ITERATIONS, RunConfig
+from rl_trader.errors import InputError
 from rl_trader.evaluate import Forecast, forecast_val_sharpes
-from rl_trader.features import fit_normaliser, normalise
+from rl_trader.features import Normaliser, fit_normaliser, normalise
 from rl_trader.fold_data import FoldData, training_bars
 
 GBM_LEAVES = (4, 8, 16)  # max_leaf_nodes per tree
 LEARNING_RATE = 0.05
 MIN_SAMPLES_LEAF = 40  # rows per leaf at least: a few thousand noisy rows per fold
 CROSS_FIT_BLOCKS = 5  # contiguous blocks of the train segment in `cross_fitted_forecast`
+TREES_FILE = "gbm_trees.pkl"  # a fold's trees (`save_trees`), where its column is used
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,8 @@ class GbmFit:
     leaves: int
     iterations: int
     val_sharpe: np.ndarray  # [len(GBM_LEAVES), I] per-bar validation Sharpe, I iteration counts
+    # the chosen leaf count's regressor, fit to the largest iteration count (`predict_trees`)
+    model: object = field(default=None, compare=False, repr=False)
 
 
 def _trees(leaves: int, iterations: int):
@@ -70,10 +77,11 @@ def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
     rows = np.asarray(training_bars(data))
     counts = candidate_iterations(cfg)
     keep = set(counts)
-    y_hats = []
+    y_hats, models = [], []
     for leaves in GBM_LEAVES:
         model = _trees(leaves, counts[-1])
         model.fit(x[rows], y[rows])
+        models.append(model)
         y_hats += [p for i, p in enumerate(model.staged_predict(x), 1) if i in keep]
     y_hat = np.stack(y_hats).astype(np.float32)  # [C, T_b]
     scale = np.maximum(np.sqrt(np.mean(y_hat[:, rows] ** 2, axis=1)), 1e-12).astype(np.float32)
@@ -83,17 +91,62 @@ def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
     n_it = len(counts)
     return GbmFit(forecast=Forecast(y_hat=y_hat[best], scale=scale[best]),
                   leaves=GBM_LEAVES[best // n_it], iterations=counts[best % n_it],
-                  val_sharpe=sharpes.reshape(len(GBM_LEAVES), n_it))
+                  val_sharpe=sharpes.reshape(len(GBM_LEAVES), n_it), model=models[best // n_it])
+
+
+def predict_trees(model, iterations: int, features: np.ndarray) -> np.ndarray:
+    """ŷ [T] (float64) of `model`'s first `iterations` boosting iterations on `features`
+    [T, F] (the normalised market variables): `GbmFit.forecast.y_hat` on a fold's own bars."""
+    x = np.asarray(features, np.float64)
+    for i, y_hat in enumerate(model.staged_predict(x), 1):
+        if i == iterations:
+            return y_hat
+    raise ValueError(f"the trees hold fewer than {iterations} iterations")
+
+
+def save_trees(path: Path, fit: GbmFit) -> None:
+    """`fit`'s regressor, pickled to `path` (written to a temporary file, then renamed) for
+    acting on new bars (`load_trees`); the sklearn version is checked on load."""
+    import sklearn
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        pickle.dump({"sklearn": sklearn.__version__, "iterations": fit.iterations,
+                     "model": fit.model}, fh)
+    os.replace(tmp, path)
+
+
+def load_trees(path: Path):
+    """(regressor, iterations) saved by `save_trees`; InputError naming the file when it is
+    missing, unreadable or from another scikit-learn version."""
+    import sklearn
+
+    try:
+        with open(path, "rb") as fh:
+            saved = pickle.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"{path}: not found: the run's trees (its tree forecast) are "
+                         "missing") from None
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
+        raise InputError(f"{path}: cannot read the run's trees: {err}") from None
+    if saved.get("sklearn") != sklearn.__version__:
+        raise InputError(f"{path}: trees saved by scikit-learn {saved.get('sklearn')}, this "
+                         f"is {sklearn.__version__}: install that version to act on new bars")
+    return saved["model"], int(saved["iterations"])
 
 
 @dataclass(frozen=True)
 class TreeForecastChoice:
-    """Whether a fold's network sees the trees' forecast, and what decided it (per-bar
-    validation Sharpes, the baselines' selection criterion)."""
+    """Whether a fold's network sees the trees' forecast, what decided it (per-bar
+    validation Sharpes, the baselines' selection criterion) and, where used, the column's
+    train-segment normaliser (`with_tree_forecast`: what acting on new bars needs)."""
 
     used: bool
     gbm_val_sharpe: float  # the gbm baseline's best over its leaves and iterations
     ridge_val_sharpe: float | None  # ridge's best over its penalties (None: not compared)
+    column_mean: float | None = None
+    column_std: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -156,17 +209,37 @@ def cross_fitted_forecast(data: FoldData, fit: GbmFit, gap: int) -> np.ndarray:
 
 
 def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float,
-                       used: bool = True) -> FoldData:
+                       choice: TreeForecastChoice | None = None
+                       ) -> tuple[FoldData, TreeForecastChoice | None]:
     """`data` with the cross-fitted forecast (`cross_fitted_forecast`) as its
     `tree_forecast` column [T_b, 1], normalised with its train-segment mean and std and
-    clipped to ±`clip` as the other market variables are; not `used`: a column of zeros (a
-    constant, which tells the network nothing), so every fold has the same variables."""
-    if not used:
-        return data.replace(tree_forecast=jnp.zeros((data.features.shape[0], 1), jnp.float32))
+    clipped to ±`clip` as the other market variables are, and `choice` with that mean and
+    std; a `choice` not used: a column of zeros (a constant, which tells the network
+    nothing), so every fold has the same variables."""
+    if choice is not None and not choice.used:
+        zeros = jnp.zeros((data.features.shape[0], 1), jnp.float32)
+        return data.replace(tree_forecast=zeros), choice
     y_hat = cross_fitted_forecast(data, fit, gap)[:, None]
     a, b = (int(v) for v in np.asarray(data.train))
     norm = fit_normaliser(y_hat, a, b)
-    return data.replace(tree_forecast=jnp.asarray(normalise(y_hat, norm, clip)))
+    if choice is not None:
+        choice = replace(choice, column_mean=float(norm.mean[0]), column_std=float(norm.std[0]))
+    return data.replace(tree_forecast=jnp.asarray(normalise(y_hat, norm, clip))), choice
+
+
+def tree_column(choice: dict, trees: tuple | None, features: np.ndarray,
+                clip: float) -> np.ndarray:
+    """The tree-forecast column [T, 1] (float32) of new bars for a fold whose choice is
+    `choice` (`TreeForecastChoice.to_dict`, as saved): zeros where it was not used, else
+    the saved trees' (`load_trees`) forecast normalised with the column's saved train
+    statistics and clipped, as `with_tree_forecast` made it on the fold's val and test bars."""
+    if not choice["used"]:
+        return np.zeros((len(features), 1), np.float32)
+    model, iterations = trees
+    y_hat = predict_trees(model, iterations, features)[:, None]
+    norm = Normaliser(mean=np.asarray([choice["column_mean"]], np.float32),
+                      std=np.asarray([choice["column_std"]], np.float32))
+    return normalise(y_hat, norm, clip)
 
 
 def _unwatched_fit(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:

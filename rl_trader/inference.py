@@ -33,9 +33,11 @@ from rl_trader.data import Bars
 from rl_trader.errors import InputError
 from rl_trader.features import Normaliser, compute_features, next_bar_log_return, normalise
 from rl_trader.fold_data import FoldData, device_fold_data, observe
+from rl_trader.gbm import TREES_FILE, load_trees, tree_column
 from rl_trader.metrics import geometric_mean_positive, sharpe
 from rl_trader.model_q import assemble, position_fractions
 from rl_trader.networks import ModelOut, Obs, QOut, make_network
+from rl_trader.prepare import TREE_FORECAST_NAME
 from rl_trader.rundir import write_json
 from rl_trader.scoring import compare, save_returns
 from rl_trader.stats import min_track_record_length, moments, probabilistic_sharpe_ratio
@@ -55,10 +57,18 @@ class Policy:
     cfg: RunConfig
     meta: dict  # the checkpoint's metadata; meta["inference"]: see fold_inference_metadata
     params: Any  # acting params of the S ensemble members, leading axis [S]
+    trees: tuple | None = None  # `gbm.load_trees`: where the fold used the tree forecast
 
     @property
     def info(self) -> dict:
         return self.meta["inference"]
+
+    @property
+    def market_names(self) -> list[str]:
+        """The network's market variables: the features, then the tree forecast's column
+        where the run had one (`prepare.Prepared.market_names`)."""
+        extra = [TREE_FORECAST_NAME] if "tree_forecast" in self.info else []
+        return list(self.info["feature_names"]) + extra
 
     @property
     def normaliser(self) -> Normaliser:
@@ -129,14 +139,18 @@ def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:
         cfg = config_from_dict(meta["config"])
     except InputError as err:
         raise InputError(f"run {run_dir}: {err}") from None
-    if cfg.features.tree_forecast != "off":
+    trees, choice = None, meta["inference"].get("tree_forecast")
+    if cfg.features.tree_forecast != "off" and choice is None:
         raise InputError(f"run {run_dir}: trained with --tree-forecast "
-                         f"{cfg.features.tree_forecast}, whose trees a run does "
-                         "not save, so its policy cannot be applied to new bars")
-    params = restore_acting(directory, cfg, len(meta["inference"]["feature_names"]),
-                            int(meta["seeds"]), meta["epoch"])
+                         f"{cfg.features.tree_forecast} by a version that did not save its "
+                         "trees, so its policy cannot be applied to new bars: re-run the "
+                         "training")
+    if choice is not None and choice["used"]:
+        trees = load_trees(run_dir / f"fold_{fold}" / TREES_FILE)
+    n_market = len(meta["inference"]["feature_names"]) + (choice is not None)
+    params = restore_acting(directory, cfg, n_market, int(meta["seeds"]), meta["epoch"])
     return Policy(run_dir=run_dir, fold=fold, epoch=int(meta["epoch"]), cfg=cfg, meta=meta,
-                  params=params)
+                  params=params, trees=trees)
 
 
 def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
@@ -164,8 +178,12 @@ def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
     clip = float(info["clip"])
     aux = np.clip(next_bar_log_return(bars.close) / float(info["aux_scale"]), -clip, clip)
     segment = [policy.start, n]
-    return device_fold_data(normalise(feats.values, policy.normaliser, clip), bars.open,
+    data = device_fold_data(normalise(feats.values, policy.normaliser, clip), bars.open,
                             bars.close, aux, float(info["aux_scale"]), segment, segment, segment)
+    if "tree_forecast" not in info:
+        return data
+    column = tree_column(info["tree_forecast"], policy.trees, np.asarray(data.features), clip)
+    return data.replace(tree_forecast=jnp.asarray(column))
 
 
 def held_state(t: int, position: float, data: FoldData) -> env.EnvState:
@@ -221,7 +239,7 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
     t = len(bars) - 1
     target, w_m, w_p, out, port, q_pos = jax.tree.map(
         np.asarray, act(policy.params, data, held_state(t, position, data), policy.cfg))
-    info, mags, scale = policy.info, policy.cfg.env.magnitudes, float(policy.info["aux_scale"])
+    mags, scale = policy.cfg.env.magnitudes, float(policy.info["aux_scale"])
     members = []
     for s in range(out.aux.shape[0]):
         if q_pos is None:
@@ -250,7 +268,7 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
         "target": {"direction": _direction(fraction), "magnitude": abs(fraction),
                    "fraction": fraction},
         "members": members,
-        "market_vsn_weights": dict(zip(info["feature_names"], map(float, w_m), strict=True)),
+        "market_vsn_weights": dict(zip(policy.market_names, map(float, w_m), strict=True)),
         "portfolio_vsn_weights": dict(zip(env.PORTFOLIO_NAMES, map(float, w_p), strict=True)),
         "portfolio_features": dict(zip(env.PORTFOLIO_NAMES, map(float, port), strict=True)),
     }
@@ -298,7 +316,7 @@ def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, ev.Rollout], e
         "buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],
         "checkpoint_dir": str(policy.run_dir / f"fold_{policy.fold}" / "checkpoints"),
         "test_start": start, "test_end": end,
-        "market_vsn_weights": dict(zip(info["feature_names"],
+        "market_vsn_weights": dict(zip(policy.market_names,
                                        map(float, agent.market_weights.mean(0)), strict=True)),
         "portfolio_vsn_weights": dict(zip(env.PORTFOLIO_NAMES,
                                           map(float, agent.portfolio_weights.mean(0)),

@@ -119,8 +119,9 @@ class Prepared:
         fit = self.gbm_fit(k, data)
         ridge = (np.asarray(fit_ridge(data, self.val_steps, cfg).val_sharpe)
                  if mode == "validation" else None)
-        choice = self.tree_forecast_choices[k] = choose_tree_forecast(mode, fit, ridge)
-        return with_tree_forecast(data, fit, fold.gap, clip, choice.used)
+        data, self.tree_forecast_choices[k] = with_tree_forecast(
+            data, fit, fold.gap, clip, choose_tree_forecast(mode, fit, ridge))
+        return data
 
     def gbm_fit(self, k: int, data: FoldData) -> GbmFit:
         """Fold k's gbm baseline (`gbm.fit_gbm` on `data`, fold k's arrays), made once."""

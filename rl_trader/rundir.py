@@ -67,6 +67,11 @@ class RunLock:
 
 def fault_point(name: str) -> None:
     """Fault injection for the kill-and-resume tests: SIGKILL this process at point `name`
-    when RL_TRADER_KILL_AT equals it (e.g. 'epoch:1', 'saving:1', 'saved:0', 'scoring')."""
+    when RL_TRADER_KILL_AT equals it (e.g. 'epoch:1', 'saving:1', 'saved:0', 'scoring'). In a
+    multi-process run every process first waits for the others to reach it, so that none is
+    aborted by the distributed runtime (its peer gone) before its own kill."""
     if os.environ.get("RL_TRADER_KILL_AT") == name:
+        from rl_trader.devices import barrier
+
+        barrier(f"kill at {name}")
         os.kill(os.getpid(), signal.SIGKILL)

@@ -11,11 +11,13 @@ from helpers import TINY_ARGS, tiny_config
 from experiments.multi_fold import main
 from rl_trader import env
 from rl_trader.config import GBM_ITERATIONS, RunConfig
+from rl_trader.data.synthetic import from_spec
 from rl_trader.errors import InputError
 from rl_trader.evaluate import baseline_rollouts, fit_ridge
 from rl_trader.fold_data import observe
 from rl_trader.gbm import (
     GBM_LEAVES,
+    TREES_FILE,
     GbmFit,
     GbmFits,
     TreeForecastChoice,
@@ -26,7 +28,7 @@ from rl_trader.gbm import (
     fit_gbm,
     with_tree_forecast,
 )
-from rl_trader.inference import load_policy
+from rl_trader.inference import load_policy, market_data, predict
 from rl_trader.prepare import TREE_FORECAST_NAME, prepare
 from rl_trader.run_state import forecast_ic
 
@@ -125,7 +127,7 @@ def test_the_cross_fitted_forecast_never_comes_from_trees_fit_on_its_bar():
     assert not np.allclose(again[a:lo], y_hat[a:lo])
     np.testing.assert_array_equal(again[outside], y_hat[outside])  # `fit` is given
 
-    with_trees = with_tree_forecast(data, fit, f.gap, cfg.features.clip)
+    with_trees, _ = with_tree_forecast(data, fit, f.gap, cfg.features.clip)
     column = np.asarray(with_trees.tree_forecast)
     assert column.shape == (len(y_hat), 1)
     assert abs(column[a:b].mean()) < 1e-4 and abs(column[a:b].std() - 1) < 1e-3
@@ -153,9 +155,10 @@ def test_the_validation_mode_uses_the_trees_only_where_they_beat_ridge_on_valida
         assert choice.ridge_val_sharpe == np.max(np.nan_to_num(ridge, nan=-np.inf))
         assert ("used" if used else "zero") in choice.describe()
     cfg, f, data = _planted()
-    column = np.asarray(with_tree_forecast(data, fit, f.gap, cfg.features.clip,
-                                           used=False).tree_forecast)
-    assert column.shape == (data.features.shape[0], 1) and not column.any()
+    unused = TreeForecastChoice(False, 0.05, 0.06)
+    zero, same = with_tree_forecast(data, fit, f.gap, cfg.features.clip, unused)
+    column = np.asarray(zero.tree_forecast)
+    assert column.shape == (data.features.shape[0], 1) and not column.any() and same == unused
 
 
 def _with_trees(mode: str):
@@ -191,10 +194,12 @@ def test_each_folds_data_carries_the_column_its_validation_choice_names():
     assert sorted(used) == [False, True]
 
 
-def test_a_run_with_the_tree_forecast_weighs_it_and_refuses_new_bars(tmp_path, capsys):
+def test_a_run_with_the_tree_forecast_weighs_it_and_acts_on_new_bars(tmp_path, capsys):
     """`--tree-forecast validation` end to end: one more market variable in the VSN's
     weights, each fold's choice logged and in the summary, the gbm baseline scored as without
-    it, and a one-line refusal where the trees would be needed."""
+    it; acting on new bars with a saved fold (`inference`) rebuilds the column the run had on
+    its validation and test bars (the saved trees, where used; zeros where not), and a run
+    whose trees are gone is refused in one line."""
     run = tmp_path / "run"
     assert main([*TINY_ARGS, "--epochs", "1", "--no-report", "--data", "synthetic:ar1:1200:1",
                  "--tree-forecast", "validation", "--run-dir", str(run)]) == 0
@@ -209,5 +214,16 @@ def test_a_run_with_the_tree_forecast_weighs_it_and_refuses_new_bars(tmp_path, c
         choice = TreeForecastChoice(**fold["tree_forecast"])
         assert choice.used == (choice.gbm_val_sharpe > choice.ridge_val_sharpe)
         assert f"fold {fold['fold']}: the tree forecast column: {choice.describe()}" in out
-    with pytest.raises(InputError, match="trained with --tree-forecast validation"):
-        load_policy(run)
+    prep, bars = _with_trees("validation"), from_spec("synthetic:ar1:1200:1").bars
+    for k, fold in enumerate(summary["folds"]):
+        policy = load_policy(run, fold=fold["fold"])
+        assert (policy.trees is not None) == fold["tree_forecast"]["used"]
+        mine = np.asarray(market_data(policy, bars).tree_forecast)[:len(bars)]
+        theirs = np.asarray(prep.fold_data(k).tree_forecast)[:len(bars)]
+        after_train = slice(prep.folds[k].train[1], len(bars))
+        np.testing.assert_allclose(mine[after_train], theirs[after_train], atol=1e-5)
+        assert list(predict(policy, bars)["market_vsn_weights"])[-1] == TREE_FORECAST_NAME
+    used = next(f["fold"] for f in summary["folds"] if f["tree_forecast"]["used"])
+    (run / f"fold_{used}" / TREES_FILE).unlink()
+    with pytest.raises(InputError, match=f"{TREES_FILE}: not found"):
+        load_policy(run, fold=used)
