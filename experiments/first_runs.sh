@@ -37,4 +37,5 @@ for name in cold warm other_length; do
        "$(grep -o 'stitched test Sharpe [+-][0-9.]*' "$out/$name.log")" | tee -a "$out/first_runs.txt"
   [[ $name == cold || -z $new ]] || echo "$new" | sed 's/^/  new: /' | tee -a "$out/first_runs.txt"
   cp "$runs/$name/timings.json" "$out/$name.timings.json"
+  cp "$runs/$name/summary.json" "$out/$name.summary.json"
 done

@@ -82,11 +82,12 @@ class FeatureConfig:
         "and drawdown zeroed: on an entry bar they are noise-free copies of the last return, "
         "around --obs-noise)", choices=PORTFOLIO_INPUTS)
     tree_forecast: str = option(
-        "off", "the gbm baseline's forecast as one more market variable, cross-fitted on each "
-        "fold's train segment (5 blocks with purge gaps: no train bar's value comes from trees "
-        "fit on it): off; on; validation: in a fold only where the gbm baseline's validation "
-        "Sharpe beats ridge's, else the column is zero. Not with pooled --data, and such runs "
-        "cannot predict or backtest", choices=TREE_FORECAST_MODES)
+        "validation", "the gbm baseline's forecast as one more market variable, cross-fitted "
+        "on each fold's train segment (5 blocks with purge gaps: no train bar's value comes "
+        "from trees fit on it): off; on; validation: in a fold only where the gbm baseline's "
+        "validation Sharpe beats ridge's, else the column is zero (study 20). Not with pooled "
+        "--data; the trees are saved with the run for predict and backtest",
+        choices=TREE_FORECAST_MODES)
 
     def validate(self) -> None:
         _check(1 <= self.lookback <= 512, "--lookback", "an integer in [1, 512]", self.lookback)
@@ -293,8 +294,8 @@ class TrainConfig:
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
-    # 378 = the settings looked at to choose the defaults, counted in docs/learning.md.
-    prior_trials: int = option(378, "trials looked at outside this run (e.g. the settings tried "
+    # 398 = the settings looked at to choose the defaults, counted in docs/learning.md.
+    prior_trials: int = option(398, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/learning.md), added to the DSR's "
                                "count of trials")
 
@@ -394,7 +395,8 @@ def preset(name: str) -> RunConfig:
 # Fields added after configurations were saved whose default is not what runs did before the
 # field existed: a saved configuration without the field keeps its old behaviour.
 BEFORE_FIELD = {"agent": {"weight_decay_on": "all"},  # the default since 2026-12-01: kernels
-                "net": {"q_head": "generic", "embedding": "none"}}  # fields of issue 27
+                "net": {"q_head": "generic", "embedding": "none"},  # fields of issue 27
+                "features": {"tree_forecast": "off"}}  # study 19's field; default since study 20
 # Fields removed (options superseded, issue 27; docs/learning.md keeps their studies), with the
 # one value every run still reads the same way: a saved configuration holding that value loads
 # (the field is dropped), any other value is refused in one line.

@@ -9,7 +9,7 @@ from helpers import init_params, tiny_config
 from rl_trader import env
 from rl_trader.buckets import trim
 from rl_trader.evaluate import baseline_rollouts, fit_ridge, greedy_decide, rollout
-from rl_trader.fold_data import FoldData, Obs, observe
+from rl_trader.fold_data import FoldData, Obs, market_width, observe
 from rl_trader.networks import make_network
 from rl_trader.prepare import prepare
 
@@ -19,6 +19,7 @@ def _unpadded(data: FoldData, n: int) -> FoldData:
     cut = lambda x: x[:n]  # noqa: E731
     return dataclasses.replace(data, features=cut(data.features), aux_target=cut(data.aux_target),
                                return_scale=cut(data.return_scale),
+                               tree_forecast=cut(data.tree_forecast),
                                prices=env.Prices(open=cut(data.prices.open),
                                                  close=cut(data.prices.close)))
 
@@ -33,7 +34,7 @@ def test_padding_changes_no_rollout_up_to_the_last_bar():
     start, length = int(prep.folds[k].test[0]), prep.test_len
     assert start + length == n  # the last test block ends at the last bar: the edge case
     net = make_network(cfg.net, len(cfg.env.magnitudes))
-    f = padded.features.shape[1]
+    f = market_width(padded)
     dummy = Obs(market=np.zeros(f, np.float32), window=np.zeros((cfg.features.lookback, f),
                                                                   np.float32),
                 portfolio=np.zeros(len(env.PORTFOLIO_NAMES), np.float32))

@@ -172,7 +172,7 @@ def test_each_folds_data_carries_the_column_its_validation_choice_names():
     compares that fold's own gbm and ridge validation Sharpes, and the fold's arrays hold the
     trees' cross-fitted column (the one `--tree-forecast on` gives) where it is used and zeros
     where it is not; the tiny market has one fold of each."""
-    plain, on, chosen = prepare(tiny_config()), _with_trees("on"), _with_trees("validation")
+    plain, on, chosen = _with_trees("off"), _with_trees("on"), _with_trees("validation")
     assert chosen.market_names == plain.market_names + (TREE_FORECAST_NAME,)
     used = []
     for k in range(len(chosen.folds)):

@@ -30,7 +30,7 @@ from rl_trader.data.synthetic import from_spec
 from rl_trader.errors import InputError
 from rl_trader.evaluate import greedy_decide
 from rl_trader.features import fit_normaliser
-from rl_trader.fold_data import fold_normaliser, make_fold_data, observe
+from rl_trader.fold_data import fold_normaliser, observe
 from rl_trader.inference import learner_template, load_policy, restore_acting
 from rl_trader.model_q import assemble
 from rl_trader.networks import make_network
@@ -104,14 +104,13 @@ def test_predict_matches_the_restored_ensemble_on_the_last_bar(trained, capsys):
     # independently: the fold's data as training built it, the learner the run's way
     cfg = prep.cfg
     summary = json.loads((run_dir / "summary.json").read_text())
-    template = policy_params(learner_template(cfg, len(prep.features.names), cfg.train.seeds),
+    template = policy_params(learner_template(cfg, len(prep.market_names), cfg.train.seeds),
                              cfg.train.eval_params)
     with FoldCheckpoints(run_dir / f"fold_{fold.index}" / "checkpoints",
                          summary["fingerprint"], {}, read_only=True) as ckpt:
         assert ckpt.metadata()["holds"] == HOLDS_ACTING  # the acting params only
         params = ckpt.restore(template)
-    data = make_fold_data(prep.bars.open, prep.bars.close, prep.features, fold,
-                          cfg.features.clip)
+    data = prep.fold_data(len(prep.folds) - 1)  # with the tree forecast's column, if any
     state = env.reset(len(prep.bars) - 1, len(prep.bars))
     port = env.portfolio_features(state, data.prices)
     target, aux = greedy_decide(params, data, cfg)(None, state, port)

@@ -32,7 +32,8 @@ def smoke_run(tmp_path_factory):
         mp.setattr(experiment, "GbmFits", Recorded)
         code = main(["--preset", "smoke", "--folds", "3", "--epochs", "1", "--run-dir",
                      str(run_dir)])
-    assert started == [(3, True, 0)]  # every fold's fit, in the background (none made before)
+    # every fold's fit made before training, by the tree forecast's choice (the default)
+    assert started == [(3, True, 3)]
     return code, run_dir
 
 
@@ -42,7 +43,7 @@ def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run, capsys):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert TOP_KEYS <= set(summary)
     assert len(summary["folds"]) == 3
-    for f in summary["folds"]:  # the background fits' results reached the scores
+    for f in summary["folds"]:  # the fits made for the tree forecast reached the scores
         assert f["gbm_choice"]["leaves"] in (4, 8, 16)
         assert np.isfinite(f["baseline_test_sharpes"]["gbm"])
     ends = []
