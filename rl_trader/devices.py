@@ -110,11 +110,3 @@ def barrier(name: str) -> None:
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices(name)
-
-
-def host_is_idle() -> bool:
-    """Whether the host's cores wait while the run trains (an accelerator backend), so that
-    the gbm baseline can be fit beside training (`gbm.GbmFits`) and the folds' trees at once
-    (`prepare.Prepared.all_fold_data`); on a CPU backend the host's cores are the training
-    device, and the trees are fit one fold after another."""
-    return jax.default_backend() != "cpu"

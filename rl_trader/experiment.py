@@ -37,7 +37,6 @@ from rl_trader.compile_watch import CompileLog, format_seconds, time_left, total
 from rl_trader.devices import (
     barrier,
     describe_device,
-    host_is_idle,
     is_multiprocess,
     replicated,
     rows,
@@ -179,6 +178,13 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         report(run, state, summary, validation_only, write_html)
     barrier("scored")
     return summary
+
+
+def host_is_idle() -> bool:
+    """Whether the host's cores wait while the run trains (an accelerator backend), so that
+    the gbm baseline can be fit beside training (`gbm.GbmFits`); on a CPU backend the
+    host's cores are the training device, and the trees are fit at scoring time."""
+    return jax.default_backend() != "cpu"
 
 
 def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], None],

@@ -249,7 +249,7 @@ def _unwatched_fit(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
 
 class GbmFits:
     """Every fold's `fit_gbm` (`data`: the folds' FoldData), each made once. With `background`
-    (an accelerator run: `devices.host_is_idle`) they are made one after another on a host
+    (an accelerator run: `experiment.host_is_idle`) they are made one after another on a host
     thread started here, while the run trains, so that scoring need not wait for the trees: a
     fit reads only a fold's train and validation bars and the run's configuration, which
     training does not change, and it is deterministic, so the results equal fits made at

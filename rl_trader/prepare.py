@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,7 +19,6 @@ import numpy as np
 from rl_trader.buckets import bucket
 from rl_trader.config import RunConfig
 from rl_trader.data import SYNTHETIC_PREFIX, Bars, data_specs, load
-from rl_trader.devices import host_is_idle
 from rl_trader.errors import InputError
 from rl_trader.evaluate import fit_ridge
 from rl_trader.features import MarketFeatures, compute_features
@@ -124,17 +122,6 @@ class Prepared:
         data, self.tree_forecast_choices[k] = with_tree_forecast(
             data, fit, fold.gap, clip, choose_tree_forecast(mode, fit, ridge))
         return data
-
-    def all_fold_data(self) -> list[FoldData]:
-        """Every fold's `fold_data`, in fold order. With the tree forecast on an accelerator
-        (`devices.host_is_idle`) the folds are made on one host thread each, at once: a
-        fold's trees read only its own arrays and write only its own entries, so the result
-        is the same as one after another."""
-        n = len(self.folds)
-        if self.cfg.features.tree_forecast == "off" or not host_is_idle():
-            return [self.fold_data(k) for k in range(n)]
-        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="fold-data") as pool:
-            return list(pool.map(self.fold_data, range(n)))
 
     def gbm_fit(self, k: int, data: FoldData) -> GbmFit:
         """Fold k's gbm baseline (`gbm.fit_gbm` on `data`, fold k's arrays), made once."""
