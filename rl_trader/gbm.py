@@ -119,7 +119,8 @@ def save_trees(path: Path, fit: GbmFit) -> None:
 
 def load_trees(path: Path):
     """(regressor, iterations) saved by `save_trees`; InputError naming the file when it is
-    missing, unreadable or from another scikit-learn version."""
+    missing, unreadable or from another scikit-learn version. A pickle runs code when loaded:
+    only a run directory one trusts should be acted on."""
     import sklearn
 
     try:
