@@ -8,8 +8,12 @@ by the model head's regression losses alone (`model_q.forecast_losses`, summed; 
 run's learning rate, weight decay and gradient clip, batches of the run's size drawn
 uniformly from the training rows `fold_data.training_bars`, Gaussian noise of each --noise
 level on the inputs), and the validation IC of μ̂ (its correlation with the next-bar target
-over the validation block's decision bars) is recorded five times along the way; ridge's
-and gbm's (`evaluate.fit_ridge`, `gbm.fit_gbm`: their own fits and choices) beside it. A
+y over the validation block's decision bars) is recorded five times along the way; ridge's
+and gbm's (`evaluate.fit_ridge`, `gbm.fit_gbm`: their own fits and choices) beside it. So is
+m̂₂'s (its correlation with y², the "second IC"), beside that of the squared trailing
+volatility σ̂²_t (`evaluate.trailing_vol`, what `vol_target` sizes by). The network sees the
+run's market variables: under the default `--tree-forecast validation` the trees' column
+too, where a fold uses it (pass `--tree-forecast off` for the network's own forecast). A
 probe of the forecaster lever (input noise, the PLE encoding) at a fraction of a run's cost;
 it scores no policy, and ridge's and gbm's settings are chosen on that same validation block
 (their IC there is an upper estimate). Tuning draws only (data seeds < 1000). Writes --out
@@ -72,14 +76,19 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     for fold in result["folds"]:
         fits = "  ".join(f"noise {n}: " + " ".join(f"{v:+.3f}" for v in ics)
                          for n, ics in fold["network_ic"].items())
+        second = "  ".join(f"noise {n}: " + " ".join(f"{v:+.3f}" for v in ics)
+                           for n, ics in fold["network_second_ic"].items())
         print(f"fold {fold['fold']}: ridge {fold['ridge_ic']:+.3f} gbm {fold['gbm_ic']:+.3f} | "
-              f"{fits}")
+              f"{fits}\n        second moment: trailing vol² {fold['vol_second_ic']:+.3f} | "
+              f"{second}")
     return 0
 
 
-def network_ics(net, data, cfg, noise: float, updates: int, val_bars) -> list[float]:
-    """Fit the forecasts alone on `data`'s training rows at input noise `noise`; μ̂'s
-    validation IC after each fifth of `updates` (module docstring)."""
+def network_ics(net, data, cfg, noise: float, updates: int,
+                val_bars) -> tuple[list[float], list[float]]:
+    """Fit the forecasts alone on `data`'s training rows at input noise `noise`; μ̂'s and
+    m̂₂'s validation ICs (against y and y²) after each fifth of `updates` (module
+    docstring)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -112,12 +121,15 @@ def network_ics(net, data, cfg, noise: float, updates: int, val_bars) -> list[fl
 
     fit = jax.jit(lambda c, key: jax.lax.scan(one, c, jax.random.split(
         key, updates // CHECKPOINTS))[0])
-    carry, key, ics = (params, tx.init(params)), jax.random.PRNGKey(cfg.seed + 1), []
+    carry, key = (params, tx.init(params)), jax.random.PRNGKey(cfg.seed + 1)
+    ics, second = [], []
     for _ in range(CHECKPOINTS):
         key, sub = jax.random.split(key)
         carry = fit(carry, sub)
-        ics.append(forecast_ic(np.asarray(net.apply(carry[0], val_obs).aux), y_val))
-    return ics
+        out = net.apply(carry[0], val_obs)
+        ics.append(forecast_ic(np.asarray(out.aux), y_val))
+        second.append(forecast_ic(np.asarray(out.second_moment), y_val**2))
+    return ics, second
 
 
 def run(cfg, noises: list[float], updates: int) -> dict:
@@ -142,10 +154,13 @@ def run(cfg, noises: list[float], updates: int) -> dict:
         ridge = ev.fit_ridge(data, prep.val_steps, cfg)
         ridge_hat = np.asarray(data.features)[at] @ np.asarray(ridge.beta)
         gbm_hat = np.asarray(fit_gbm(data, prep.val_steps, cfg).forecast.y_hat)[at]
+        vol = np.asarray(ev.trailing_vol(data.prices.close))[at]
+        fits = {str(n): network_ics(net, data, cfg, n, updates, bars) for n in noises}
         folds.append({"fold": k, "ridge_ic": forecast_ic(ridge_hat, y_val),
                       "gbm_ic": forecast_ic(gbm_hat, y_val),
-                      "network_ic": {str(n): network_ics(net, data, cfg, n, updates, bars)
-                                     for n in noises}})
+                      "vol_second_ic": forecast_ic(vol**2, y_val**2),
+                      "network_ic": {n: f[0] for n, f in fits.items()},
+                      "network_second_ic": {n: f[1] for n, f in fits.items()}})
     return {"data": cfg.data.path, "embedding": cfg.net.embedding, "lookback":
             cfg.features.lookback, "updates": updates, "noise": noises, "folds": folds}
 
