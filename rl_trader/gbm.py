@@ -210,21 +210,19 @@ def cross_fitted_forecast(data: FoldData, fit: GbmFit, gap: int) -> np.ndarray:
 
 
 def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float,
-                       choice: TreeForecastChoice | None = None
-                       ) -> tuple[FoldData, TreeForecastChoice | None]:
+                       choice: TreeForecastChoice) -> tuple[FoldData, TreeForecastChoice]:
     """`data` with the cross-fitted forecast (`cross_fitted_forecast`) as its
     `tree_forecast` column [T_b, 1], normalised with its train-segment mean and std and
     clipped to ±`clip` as the other market variables are, and `choice` with that mean and
     std; a `choice` not used: a column of zeros (a constant, which tells the network
     nothing), so every fold has the same variables."""
-    if choice is not None and not choice.used:
+    if not choice.used:
         zeros = jnp.zeros((data.features.shape[0], 1), jnp.float32)
         return data.replace(tree_forecast=zeros), choice
     y_hat = cross_fitted_forecast(data, fit, gap)[:, None]
     a, b = (int(v) for v in np.asarray(data.train))
     norm = fit_normaliser(y_hat, a, b)
-    if choice is not None:
-        choice = replace(choice, column_mean=float(norm.mean[0]), column_std=float(norm.std[0]))
+    choice = replace(choice, column_mean=float(norm.mean[0]), column_std=float(norm.std[0]))
     return data.replace(tree_forecast=jnp.asarray(normalise(y_hat, norm, clip))), choice
 
 

@@ -65,10 +65,7 @@ class Policy:
 
     @property
     def market_names(self) -> list[str]:
-        """The network's market variables: the features, then the tree forecast's column
-        where the run had one (`prepare.Prepared.market_names`)."""
-        extra = [TREE_FORECAST_NAME] if "tree_forecast" in self.info else []
-        return list(self.info["feature_names"]) + extra
+        return market_names(self.info)
 
     @property
     def normaliser(self) -> Normaliser:
@@ -80,6 +77,13 @@ class Policy:
     def start(self) -> int:
         """First bar of a new file whose return the policy earns (warm-up + look-back)."""
         return int(self.info["first_valid"]) + int(self.info["lookback"])
+
+
+def market_names(info: dict) -> list[str]:
+    """The network's market variables of a fold's inference metadata `info`: the features,
+    then the tree forecast's column where the run had one (`prepare.Prepared.market_names`)."""
+    extra = [TREE_FORECAST_NAME] if "tree_forecast" in info else []
+    return list(info["feature_names"]) + extra
 
 
 def _read_json(path: Path) -> dict:
@@ -147,8 +151,8 @@ def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:
                          "training")
     if choice is not None and choice["used"]:
         trees = load_trees(run_dir / f"fold_{fold}" / TREES_FILE)
-    n_market = len(meta["inference"]["feature_names"]) + (choice is not None)
-    params = restore_acting(directory, cfg, n_market, int(meta["seeds"]), meta["epoch"])
+    params = restore_acting(directory, cfg, len(market_names(meta["inference"])),
+                            int(meta["seeds"]), meta["epoch"])
     return Policy(run_dir=run_dir, fold=fold, epoch=int(meta["epoch"]), cfg=cfg, meta=meta,
                   params=params, trees=trees)
 

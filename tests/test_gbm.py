@@ -127,7 +127,8 @@ def test_the_cross_fitted_forecast_never_comes_from_trees_fit_on_its_bar():
     assert not np.allclose(again[a:lo], y_hat[a:lo])
     np.testing.assert_array_equal(again[outside], y_hat[outside])  # `fit` is given
 
-    with_trees, _ = with_tree_forecast(data, fit, f.gap, cfg.features.clip)
+    with_trees, _ = with_tree_forecast(data, fit, f.gap, cfg.features.clip,
+                                       choose_tree_forecast("on", fit, None))
     column = np.asarray(with_trees.tree_forecast)
     assert column.shape == (len(y_hat), 1)
     assert abs(column[a:b].mean()) < 1e-4 and abs(column[a:b].std() - 1) < 1e-3
