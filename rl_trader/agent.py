@@ -301,14 +301,26 @@ def apply_positions(apply_fn, params: chex.ArrayTree, obs: Obs) -> QOut:
 # --- gradient steps -------------------------------------------------------------------------
 
 
-def apply_loss(state: TrainState, loss_fn, cfg: AgentConfig,
-               hp: HParams) -> tuple[TrainState, LossInfo]:
+def hold_unreached(updates: chex.ArrayTree, grads: chex.ArrayTree,
+                   hold: jax.Array) -> chex.ArrayTree:
+    """`updates` with every leaf whose gradient is identically zero set to zero where `hold`
+    (a bool scalar): the parameters that no active loss reaches keep their values exactly,
+    neither Adam's momentum tail nor the weight decay moving them. Which leaves those are
+    follows from the gradient itself, so no list of modules is kept."""
+    return jax.tree.map(lambda u, g: jnp.where(hold & jnp.all(g == 0), jnp.zeros_like(u), u),
+                        updates, grads)
+
+
+def apply_loss(state: TrainState, loss_fn, cfg: AgentConfig, hp: HParams,
+               hold: jax.Array | None = None) -> tuple[TrainState, LossInfo]:
     """One optimiser step on `loss_fn(params) -> (loss, LossInfo)`, then the target EMA over
-    the whole params tree."""
+    the whole params tree; with `hold`, `hold_unreached` on the updates."""
     grads, info = jax.grad(loss_fn, has_aux=True)(state.params)
     info = info.replace(grad_norm=optax.tree.norm(grads))
     tx = make_optimizer(cfg, hp)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    if hold is not None:
+        updates = hold_unreached(updates, grads, hold)
     params = optax.apply_updates(state.params, updates)
     return TrainState(params=params, target_params=target_update(params, state.target_params,
                                                                   cfg.tau),

@@ -291,6 +291,10 @@ class TrainConfig:
                         "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
+    forecast_patience: int = option(
+        0, "model head: stop the forecasts' regression once μ̂'s validation IC (its ensemble's) "
+        "has not risen for this many epochs; its parameters then keep their values while the "
+        "continuation trains on (0: never stop)")
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
@@ -309,6 +313,8 @@ class TrainConfig:
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
         _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online or target",
                self.eval_params)
+        _check(0 <= self.forecast_patience <= 10_000, "--forecast-patience",
+               "an integer in [0, 10000]", self.forecast_patience)
         _check(self.gbm_iterations in GBM_ITERATIONS, "--gbm-iterations",
                f"one of {', '.join(map(str, GBM_ITERATIONS))}", self.gbm_iterations)
         _check(0 <= self.prior_trials <= 10_000_000, "--prior-trials", "an integer >= 0",
@@ -347,6 +353,9 @@ class RunConfig:
         _check(not (model and self.env.reward == "dsr"), "--reward",
                "log or mean_variance with --q-head model (its reward is a known function of "
                "the next return; the DSR's depends on the path)", self.env.reward)
+        _check(model or self.train.forecast_patience == 0, "--forecast-patience",
+               "0 unless --q-head model (the generic head's aux head shares its encoder with "
+               "TD)", self.train.forecast_patience)
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:

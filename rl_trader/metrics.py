@@ -57,6 +57,28 @@ def sharpe(returns, periods_per_year: float, valid=None):
     return xp.where(ok, mean / safe * math.sqrt(periods_per_year), 0.0)
 
 
+def information_coefficient(forecast, target, valid=None):
+    """Pearson correlation of a forecast with its realised target over the last axis:
+    IC = Σ(f − f̄)(y − ȳ) / √(Σ(f − f̄)² · Σ(y − ȳ)²); NaN when either is constant. Like
+    `sharpe`, on numpy (host) and jax (inside `jit`) arrays; `valid`: only the first `valid`
+    entries count."""
+    xp = _xp(forecast)
+    n = forecast.shape[-1]
+    mask = xp.ones(n, bool) if valid is None else xp.arange(n) < valid
+    count = xp.maximum(mask.sum(), 1)
+
+    def centred(x):
+        return xp.where(mask, x - xp.where(mask, x, 0.0).sum(-1, keepdims=True) / count, 0.0)
+
+    def spread(x):  # not constant: max > min (not a rounding residue of the mean)
+        return xp.where(mask, x, -xp.inf).max(-1) > xp.where(mask, x, xp.inf).min(-1)
+
+    f, y = centred(forecast), centred(target)
+    var = (f**2).sum(-1) * (y**2).sum(-1)
+    ok = spread(forecast) & spread(target) & (var > 0)
+    return xp.where(ok, (f * y).sum(-1) / xp.sqrt(xp.where(ok, var, 1.0)), xp.nan)
+
+
 def sharpe_of(returns, ppy: float) -> float:
     """`sharpe` of one host series (any float dtype, computed in float64) as a Python float."""
     return float(sharpe(np.asarray(returns, np.float64), ppy))

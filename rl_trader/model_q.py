@@ -108,7 +108,7 @@ def model_loss(out_tm1: ModelOut, out_t_online: ModelOut, out_t_target: ModelOut
     """The batch loss of the module docstring. `out_tm1` leaves [B, ...] at the sampled
     pre-states (p = `position_tm1` [B], s = `scale_tm1` [B]); the next states' outputs [B, K,
     ...] (p'_a = `position_t` [B, K], s = `scale_t` [B]); y_tm1 [B] the aux targets;
-    discount_t [B, K]."""
+    discount_t [B, K]; `aux_weight` λ_aux (0 once the regression stops)."""
     n_pos = position_t.shape[-1]
     chex.assert_shape([position_tm1, scale_tm1, scale_t, y_tm1], position_t.shape[:1])
     chex.assert_equal_shape([position_t, discount_t])
@@ -131,20 +131,27 @@ def model_update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, position
                  position_t: jax.Array, scale_tm1: jax.Array, scale_t: jax.Array,
                  y_tm1: jax.Array, discount_t: jax.Array, cfg: AgentConfig,
                  env_cfg: EnvConfig, hp: HParams, weight_tm1: jax.Array | None = None,
-                 train_apply_fn=None) -> tuple[TrainState, LossInfo]:
+                 train_apply_fn=None,
+                 regressing: jax.Array | bool = True) -> tuple[TrainState, LossInfo]:
     """One gradient step of the model head (`model_loss`): obs_t holds the K next portfolios
     [B, K, P] of each sample (one market row each); `train_apply_fn` (e.g. with dropout) as
-    in `agent.update`."""
+    in `agent.update`. With `regressing` False (a bool scalar: the regression stopped early,
+    `selection.regression_stop`) the forecasts' losses leave L and the parameters only they
+    train keep their values (`agent.hold_unreached`: μ̂'s and m̂₂'s head, their GRN and,
+    unless `td_to_encoder`, the market encoder), while C trains on."""
     out_t_target = apply_positions(apply_fn, state.target_params, obs_t)
     out_t_online = jax.lax.stop_gradient(apply_positions(apply_fn, state.params, obs_t))
+    always = regressing is True  # no early stopping: the program as it was without it
+    aux_weight = hp.aux_weight if always else jnp.where(regressing, hp.aux_weight, 0.0)
 
     def loss_fn(params):
         out_tm1 = (train_apply_fn or apply_fn)(params, obs_tm1)
         return model_loss(out_tm1, out_t_online, out_t_target, position_tm1, position_t,
-                          scale_tm1, scale_t, y_tm1, discount_t, cfg, env_cfg, hp.aux_weight,
+                          scale_tm1, scale_t, y_tm1, discount_t, cfg, env_cfg, aux_weight,
                           weight_tm1)
 
-    return apply_loss(state, loss_fn, cfg, hp)
+    return apply_loss(state, loss_fn, cfg, hp,
+                      hold=None if always else jnp.logical_not(regressing))
 
 
 def greedy_actions(q: jax.Array, n_magnitudes: int) -> tuple[jax.Array, jax.Array]:

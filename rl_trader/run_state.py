@@ -14,10 +14,10 @@ import numpy as np
 from flax import struct
 
 from rl_trader.errors import InputError
-from rl_trader.metrics import sharpe_of
+from rl_trader.metrics import information_coefficient, sharpe_of
 from rl_trader.population import Cohort
 from rl_trader.prepare import Prepared
-from rl_trader.selection import best_of
+from rl_trader.selection import best_of, regression_stopped
 from rl_trader.train import EpochMetrics, Runner
 
 MAGNITUDE_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)  # |position| bins: flat, (0, .25], …, (.75, 1]
@@ -83,10 +83,8 @@ def discounted_returns(rewards: np.ndarray, gamma: np.ndarray) -> np.ndarray:
 def forecast_ic(forecast: np.ndarray, target: np.ndarray) -> float:
     """Pearson correlation of a forecast with its realised target, both [V]; NaN when either
     is constant (e.g. a baseline without a forecast)."""
-    f, y = np.asarray(forecast, np.float64), np.asarray(target, np.float64)
-    if f.std() == 0 or y.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(f, y)[0, 1])
+    return float(information_coefficient(np.asarray(forecast, np.float64),
+                                         np.asarray(target, np.float64)))
 
 
 def horizon(gamma: float) -> int:
@@ -151,7 +149,8 @@ def fold_records(prep: Prepared, c: Cohort, records: Records, progress: Progress
     """Per-fold epoch history, every trial (an ensemble's validation Sharpe at an epoch), and
     the validation trial matrices, derived from the saved per-epoch arrays (so a resumed run
     derives exactly what an uninterrupted one would). Epochs from a fold's stop onwards are
-    not trials."""
+    not trials. `forecasts_regressing`: whether the chosen ensemble's forecasts still learned
+    in that epoch (`TrainConfig.forecast_patience`)."""
     ppy = prep.periods_per_year
     history: list[list[dict]] = [[] for _ in prep.folds]
     trials: list[dict] = []
@@ -166,8 +165,11 @@ def fold_records(prep: Prepared, c: Cohort, records: Records, progress: Progress
             trials += [{"fold": k, "epoch": epoch, "setting": c.groups[g].setting,
                         "seeds": c.n_seeds, "val_sharpe": val_sh[g]} for g in idx]
             val_matrix[k].append(val[idx])
+            ic = records.diagnostics.forecast_ic[:epoch, best]  # before this epoch trained
             history[k].append({"epoch": epoch, "val_sharpe": val_sh[best],
                                "setting": c.groups[best].setting,
+                               "forecasts_regressing": not regression_stopped(
+                                   ic, prep.cfg.train.forecast_patience),
                                **records.fold_means(epoch, c.members_of(k)),
                                **diagnostics_of(records.diagnostics, epoch, best)})
     return history, trials, val_matrix

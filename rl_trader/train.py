@@ -35,9 +35,9 @@ from rl_trader import agent, env, model_q, replay
 from rl_trader.config import RunConfig
 from rl_trader.evaluate import Rollout, greedy_decide, rollout
 from rl_trader.fold_data import FoldData, market_width, observe
-from rl_trader.metrics import sharpe
+from rl_trader.metrics import information_coefficient, sharpe
 from rl_trader.networks import ModelQNetwork, Obs, QNetwork, make_network
-from rl_trader.selection import improves
+from rl_trader.selection import improves, regression_stop
 
 
 def add_noise(key: jax.Array, obs: Obs, std: jax.Array) -> Obs:
@@ -62,6 +62,7 @@ class Runner:
     key: jax.Array
     env_steps: jax.Array  # int32: env steps taken per env since init (drives ε)
     bag_key: jax.Array  # fixes this member's bootstrap of the train bars (bootstrap_block > 0)
+    regressing: jax.Array  # bool: the forecasts still regress (`forecast_patience` stops it)
 
 
 @struct.dataclass
@@ -160,7 +161,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         runner = Runner(learner=agent.init_train_state(params, acfg), envs=envs,
                         replay=replay.init(example, acfg.replay_capacity, tcfg.n_envs),
                         key=k_run, env_steps=jnp.int32(0),
-                        bag_key=jax.random.fold_in(key, BAG_STREAM))
+                        bag_key=jax.random.fold_in(key, BAG_STREAM), regressing=jnp.bool_(True))
         prefill = max(tcfg.prefill_steps, acfg.n_step)
 
         def random_step(r, _):
@@ -191,7 +192,8 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
             learner, info = model_q.model_update(
                 runner.learner, net.apply, obs_tm1, obs_t, port_tm1[:, 0], port_t[..., 0],
                 fold.return_scale[bar_tm1], fold.return_scale[bar_tm1 + 1], y_tm1, discount_t,
-                acfg, cfg.env, hp, weight, train_apply)
+                acfg, cfg.env, hp, weight, train_apply,
+                runner.regressing if tcfg.forecast_patience else True)
         elif acfg.backup == "all":
             learner, info = agent.full_action_update(runner.learner, net.apply, obs_tm1, obs_t,
                                                      r_t, discount_t, y_tm1, acfg, hp, weight,
@@ -229,9 +231,11 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
 
     def train(key: jax.Array, fold: FoldData, hp: agent.HParams) -> TrainResult:
         runner = init(key, fold)
+        val_bars = fold.val[0] - 1 + jnp.arange(val_steps)  # what each decision forecasts
+        val_targets = fold.aux_target[jnp.clip(val_bars, 0, fold.aux_target.shape[0] - 1)]
 
         def one_epoch(carry, _):
-            runner, best_params, best_sharpe, best_epoch, i = carry
+            runner, best_params, best_sharpe, best_epoch, i, stop = carry
             runner, metrics = epoch(runner, fold, hp)
             acting = agent.policy_params(runner.learner, tcfg.eval_params)
             val = evaluate(jax.tree.map(lambda x: x[None], acting), fold, fold.val[0],
@@ -240,13 +244,19 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
             better = improves(s, best_sharpe)  # the one selection rule
             best_params = jax.tree.map(lambda a, b: jnp.where(better, a, b),
                                        acting, best_params)
+            if tcfg.forecast_patience:  # the forecasts' early stopping, as the host loop's
+                ic = information_coefficient(val.forecast, val_targets,
+                                             fold.val[1] - fold.val[0])
+                stop = regression_stop(ic, *stop, tcfg.forecast_patience)
+                runner = runner.replace(regressing=jnp.logical_not(stop[2]))
             carry = (runner, best_params, jnp.where(better, s, best_sharpe),
-                     jnp.where(better, i, best_epoch), i + 1)
+                     jnp.where(better, i, best_epoch), i + 1, stop)
             return carry, (s, metrics)
 
+        stop0 = (jnp.float32(-jnp.inf), jnp.int32(0), jnp.bool_(False))
         carry0 = (runner, runner.learner.params, jnp.float32(-jnp.inf), jnp.int32(0),
-                  jnp.int32(0))
-        (_, best, _, best_epoch, _), (val_sharpes, metrics) = jax.lax.scan(
+                  jnp.int32(0), stop0)
+        (_, best, _, best_epoch, _, _), (val_sharpes, metrics) = jax.lax.scan(
             one_epoch, carry0, None, length=tcfg.epochs)
         return TrainResult(best_params=best, best_epoch=best_epoch, val_sharpe=val_sharpes,
                            metrics=metrics)

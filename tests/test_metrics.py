@@ -153,3 +153,18 @@ def test_sharpe_of_a_padded_series_counts_only_the_valid_returns():
     np.testing.assert_allclose(traced, want, rtol=1e-4)
     assert M.sharpe(np.r_[1.0, 2.0, 3.0], 252, valid=1) == 0.0  # < 2 valid returns
     assert M.sharpe(np.r_[0.01, 0.01, 5.0], 252, valid=2) == 0.0  # constant where valid
+
+
+def test_information_coefficient_is_pearson_on_the_host_and_under_jit():
+    rng = np.random.default_rng(4)
+    y = rng.normal(size=200)
+    f = 0.3 * y + rng.normal(size=200)
+    want = np.corrcoef(f, y)[0, 1]
+    np.testing.assert_allclose(M.information_coefficient(f, y), want, rtol=1e-12)
+    pad = np.r_[f, rng.normal(size=56) * 100], np.r_[y, rng.normal(size=56)]
+    np.testing.assert_allclose(M.information_coefficient(*pad, valid=200), want, rtol=1e-12)
+    traced = jax.jit(lambda a, b, n: M.information_coefficient(a, b, n))(
+        jnp.asarray(pad[0], jnp.float32), jnp.asarray(pad[1], jnp.float32), 200)
+    np.testing.assert_allclose(traced, want, rtol=1e-4)
+    assert np.isnan(M.information_coefficient(np.full(5, 0.1), y[:5]))  # constant forecast
+    assert np.isnan(M.information_coefficient(f[:5], np.r_[y[:4], 9.0], valid=1))

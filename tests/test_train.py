@@ -16,9 +16,11 @@ from helpers import tiny_config, unread_dropped
 from rl_trader import agent, model_q
 from rl_trader.agent import HParams
 from rl_trader.env import FLAT
+from rl_trader.evaluate import decision_targets
 from rl_trader.metrics import sharpe
 from rl_trader.prepare import prepare
-from rl_trader.selection import best_of
+from rl_trader.run_state import forecast_ic
+from rl_trader.selection import best_of, regression_stopped
 from rl_trader.train import Runner, jit_single, make_train
 
 CFG = tiny_config(n_envs=4)
@@ -89,27 +91,63 @@ def test_epoch_updates_and_stays_finite(setup):
     assert float(metrics.epsilon) < CFG.agent.eps_start
 
 
-def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup):
+# The forecasts' early stopping at its most eager: one epoch without a rise of the IC.
+PATIENT = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train, forecast_patience=1))
+
+
+@pytest.fixture(scope="module")
+def patient(setup):
+    prep, _, _, val_len = setup
+    return make_train(unread_dropped(PATIENT), prep.periods_per_year, val_len)
+
+
+def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup, patient):
     """`train(key, fold)` (all epochs in one program), vmapped over two seeds, gives each seed
     the host loop's validation Sharpes and best epoch (the host's rule): seeds train as
-    separate runs would."""
-    prep, datas, trainer, val_len = setup
-    keys = jax.random.split(jax.random.PRNGKey(11), 2)
-    raw = make_train(unread_dropped(CFG), prep.periods_per_year, val_len)
-    batched = jax.jit(jax.vmap(raw.train, in_axes=(0, None, None)))(keys, datas[0], HP)
-    assert jnp.shape(batched.val_sharpe) == (2, CFG.train.epochs)
+    separate runs would. With `--forecast-patience 1`, so the program's early stopping of the
+    forecasts is the host's too (`selection.regression_stopped` on the validation IC)."""
+    prep, datas, _, val_len = setup
+    trainer = jit_single(patient)
+    keys = jax.random.split(jax.random.PRNGKey(12), 2)  # the second's IC falls at epoch 1
+    batched = jax.jit(jax.vmap(patient.train, in_axes=(0, None, None)))(keys, datas[0], HP)
+    assert jnp.shape(batched.val_sharpe) == (2, PATIENT.train.epochs)
     assert not np.allclose(batched.val_sharpe[0], batched.val_sharpe[1])  # two runs, not one
+    targets = decision_targets(datas[0].aux_target, int(datas[0].val[0]), prep.val_len)
+    stops = []
     for i, key in enumerate(keys):
-        runner = trainer.init(key, datas[0])
-        host = []
-        for _ in range(CFG.train.epochs):
+        runner, host, ics = trainer.init(key, datas[0]), [], []
+        for _ in range(PATIENT.train.epochs):
             runner, _ = trainer.epoch(runner, datas[0], HP)
             one = jax.tree.map(lambda x: x[None], runner.learner.params)  # an ensemble of one
             val = trainer.evaluate(one, datas[0], datas[0].val[0], val_len, key)
             host.append(float(sharpe(val.returns, prep.periods_per_year)))
+            ics.append(forecast_ic(np.asarray(val.forecast)[:prep.val_len], targets))
+            runner = runner.replace(regressing=jnp.bool_(not regression_stopped(ics, 1)))
+        stops.append(regression_stopped(ics[:-1], 1))  # stopped before the last epoch
         np.testing.assert_allclose(np.asarray(batched.val_sharpe[i]), host, rtol=1e-4,
                                    atol=1e-5)
         assert int(batched.best_epoch[i]) == best_of(list(range(len(host))), host)
+    assert any(stops), "no seed's forecasts stopped early: the test would not test it"
+
+
+def test_a_stopped_regression_holds_the_forecasts_while_the_continuation_learns(setup,
+                                                                                 patient):
+    """Once the forecasts stop regressing (`Runner.regressing` False) an epoch leaves μ̂'s and
+    m̂₂'s head, their GRN and the market encoder exactly as they were (no momentum tail, no
+    weight decay), and moves every leaf of the portfolio encoder and the continuation."""
+    _, datas, _, _ = setup
+    trainer = jit_single(patient)
+    runner = trainer.init(jax.random.PRNGKey(2), datas[0]).replace(regressing=jnp.bool_(False))
+    before = jax.tree.map(np.asarray, runner.learner.params["params"])
+    runner, metrics = trainer.epoch(runner, datas[0], HP)
+    chex.assert_tree_all_finite(metrics)
+    after = runner.learner.params["params"]
+    moved = {name: [bool(np.any(np.asarray(a) != b)) for a, b in
+                    zip(jax.tree.leaves(after[name]), jax.tree.leaves(before[name]), strict=True)]
+             for name in before}
+    held = {"market_vsn", "forecast", "moments"}
+    assert {n for n, m in moved.items() if not any(m)} == held
+    assert all(all(m) for n, m in moved.items() if n not in held), moved
 
 
 ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"))
