@@ -59,7 +59,10 @@ $(VENV)/.installed: pyproject.toml
 train: $(SETUP)
 	$(PY) -m experiments.multi_fold $(TRAIN_ARGS)
 
-test: $(SETUP) chromium
+# The environment and the browser are installed side by side (one downloads wheels, the other
+# Debian packages), then the suite runs.
+test:
+	@$(MAKE) --no-print-directory -j2 $(SETUP) chromium
 	JAX_PLATFORMS=cpu $(PY) -m pytest $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # Release gate: the main job on each planted market of the family and the random walk, RUNS
