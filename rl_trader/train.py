@@ -9,7 +9,8 @@ learner, the parallel envs, the replay and the PRNG key; nothing survives from a
 a vmapped env step of all parallel envs, a replay write, `updates_per_step` gradient updates and
 the target EMA. The host sees the state only between epochs.
 `Trainer.train(key, fold, hp)` runs all epochs with validation and best-epoch selection inside
-one program, so folds × seeds can be `vmap`ped. `hp` are the learner's hyper-parameters
+one program (and, with `forecast_patience`, the forecasts' early stopping on their validation
+IC by the host loop's rule, `selection.regression_stop`), so folds × seeds can be `vmap`ped. `hp` are the learner's hyper-parameters
 (`agent.HParams`; `HParams.from_config(cfg.agent)` outside a population sweep).
 
 A gradient update samples n-step windows from the replay and, with the generic head, backs up
