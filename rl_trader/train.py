@@ -10,8 +10,9 @@ a vmapped env step of all parallel envs, a replay write, `updates_per_step` grad
 the target EMA. The host sees the state only between epochs.
 `Trainer.train(key, fold, hp)` runs all epochs with validation and best-epoch selection inside
 one program (and, with `forecast_patience`, the forecasts' early stopping on their validation
-IC by the host loop's rule, `selection.regression_stop`), so folds × seeds can be `vmap`ped. `hp` are the learner's hyper-parameters
-(`agent.HParams`; `HParams.from_config(cfg.agent)` outside a population sweep).
+IC by the host loop's rule, `selection.regression_stop`), so folds × seeds can be `vmap`ped.
+`hp` are the learner's hyper-parameters (`agent.HParams`; `HParams.from_config(cfg.agent)`
+outside a population sweep).
 
 A gradient update samples n-step windows from the replay and, with the generic head, backs up
 either the taken actions (`AgentConfig.backup = "taken"`, `agent.update`) or, from each
