@@ -97,8 +97,10 @@ PATIENT = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train, forecast
 
 @pytest.fixture(scope="module")
 def patient(setup):
+    """The early-stopping trainer: its pure functions and the same jitted (compiled once)."""
     prep, _, _, val_len = setup
-    return make_train(unread_dropped(PATIENT), prep.periods_per_year, val_len)
+    raw = make_train(unread_dropped(PATIENT), prep.periods_per_year, val_len)
+    return raw, jit_single(raw)
 
 
 def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup, patient):
@@ -107,9 +109,9 @@ def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup, patient):
     separate runs would. With `--forecast-patience 1`, so the program's early stopping of the
     forecasts is the host's too (`selection.regression_stopped` on the validation IC)."""
     prep, datas, _, val_len = setup
-    trainer = jit_single(patient)
+    raw, trainer = patient
     keys = jax.random.split(jax.random.PRNGKey(12), 2)  # the second's IC falls at epoch 1
-    batched = jax.jit(jax.vmap(patient.train, in_axes=(0, None, None)))(keys, datas[0], HP)
+    batched = jax.jit(jax.vmap(raw.train, in_axes=(0, None, None)))(keys, datas[0], HP)
     assert jnp.shape(batched.val_sharpe) == (2, PATIENT.train.epochs)
     assert not np.allclose(batched.val_sharpe[0], batched.val_sharpe[1])  # two runs, not one
     targets = decision_targets(datas[0].aux_target, int(datas[0].val[0]), prep.val_len)
@@ -136,7 +138,7 @@ def test_a_stopped_regression_holds_the_forecasts_while_the_continuation_learns(
     m̂₂'s head, their GRN and the market encoder exactly as they were (no momentum tail, no
     weight decay), and moves every leaf of the portfolio encoder and the continuation."""
     _, datas, _, _ = setup
-    trainer = jit_single(patient)
+    _, trainer = patient
     runner = trainer.init(jax.random.PRNGKey(2), datas[0]).replace(regressing=jnp.bool_(False))
     before = jax.tree.map(np.asarray, runner.learner.params["params"])
     runner, metrics = trainer.epoch(runner, datas[0], HP)
