@@ -63,6 +63,7 @@ from rl_trader.run_state import (
     fold_records,
     forecast_ic,
     horizon,
+    runner_fields,
 )
 from rl_trader.rundir import RunLock, fault_point, open_run_dir, write_json
 from rl_trader.scoring import score_folds, validation_summary
@@ -347,7 +348,8 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
         saved = jax.tree.map(np.copy, records.replace(runners=None)).replace(runners=runners)
         run.resume_state.save(epoch, saved, {**progress.to_json(),
                                              "members_saved": c.n_padded,
-                                             "diagnostics": diagnostics_fields()})
+                                             "diagnostics": diagnostics_fields(),
+                                             "runner": runner_fields()})
     run.laps.append({"epoch": epoch, "seconds": round(time.time() - t_epoch, 3),
                      "stages": clock.lap()})
     return RunState(runners=runners, records=records, progress=progress)

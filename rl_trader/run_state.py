@@ -58,15 +58,33 @@ def diagnostics_fields() -> list[str]:
     return [f.name for f in dataclasses.fields(Diagnostics)]
 
 
+def runner_fields() -> list[str]:
+    """The names of `train.Runner`'s fields (a member's training state), saved with each
+    resume state."""
+    return [f.name for f in dataclasses.fields(Runner)]
+
+
+# A member's training state before `Runner.regressing` (2026-12-02), when resume states did
+# not name their fields.
+RUNNER_BEFORE_FIELD_LIST = ["learner", "envs", "replay", "key", "env_steps", "bag_key"]
+
+
 def check_resumable(meta: dict, run_dir: object) -> None:
-    """Refuse (InputError) a resume state whose learning diagnostics are not this version's:
-    `meta["diagnostics"]` (popped) names the saved fields; states saved before the field list
-    (and before `forecast_ic`) have none. Their records do not fit this version's template."""
+    """Refuse (InputError) a resume state whose learning diagnostics or members' training
+    state are not this version's: `meta["diagnostics"]` and `meta["runner"]` (popped) name the
+    saved fields; states saved before those lists have none (`RUNNER_BEFORE_FIELD_LIST` for
+    the members). Such records do not fit this version's template."""
     saved = meta.pop("diagnostics", None)
     if saved != diagnostics_fields():
         raise InputError(f"option --resume: the run in '{run_dir}' was saved by a version with "
                          f"other learning diagnostics ({', '.join(saved or ['no field list'])}); "
                          f"start a new run, or resume it with that version")
+    members = meta.pop("runner", RUNNER_BEFORE_FIELD_LIST)
+    if members != runner_fields():
+        raise InputError(f"option --resume: the run in '{run_dir}' was saved by a version whose "
+                         f"training state holds other fields ({', '.join(members)}; this "
+                         f"version's: {', '.join(runner_fields())}); start a new run, or "
+                         f"resume it with that version")
 
 
 def discounted_returns(rewards: np.ndarray, gamma: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from rl_trader.run_state import (
     forecast_ic,
     horizon,
     magnitude_fractions,
+    runner_fields,
 )
 
 
@@ -37,11 +38,25 @@ def test_magnitude_fractions_bin_the_absolute_positions():
 
 
 def test_a_resume_state_with_other_diagnostics_is_refused_in_one_line():
-    meta = {"epochs_done": 2, "diagnostics": diagnostics_fields()}
+    meta = {"epochs_done": 2, "diagnostics": diagnostics_fields(), "runner": runner_fields()}
     check_resumable(meta, "runs/x")
-    assert meta == {"epochs_done": 2}  # the field list is popped: Progress reads the rest
+    assert meta == {"epochs_done": 2}  # the field lists are popped: Progress reads the rest
     assert "forecast_ic" in diagnostics_fields()
     for old in ({"epochs_done": 2}, {"diagnostics": ["train_sharpe", "q_greedy"]}):
         with pytest.raises(InputError, match="option --resume: the run in 'runs/x' was saved "
                                              "by a version with other learning diagnostics"):
             check_resumable(old, "runs/x")
+
+
+def test_a_resume_state_of_another_training_state_is_refused_in_one_line():
+    """A state saved before the members' field list (before `Runner.regressing`), or with
+    other fields, is refused naming them, not read as a corrupt checkpoint."""
+    assert "regressing" in runner_fields()
+    for members in (None, ["learner", "key"]):
+        meta = {"diagnostics": diagnostics_fields()}
+        if members is not None:
+            meta["runner"] = members
+        with pytest.raises(InputError, match="option --resume: the run in 'runs/x' was saved "
+                                             "by a version whose training state holds other "
+                                             "fields"):
+            check_resumable(meta, "runs/x")
