@@ -93,10 +93,15 @@ def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: 
     return result
 
 
-def decision_targets(aux_target: jax.Array | np.ndarray, start: int,
-                     length: int) -> np.ndarray:
+def decision_targets(aux_target: jax.Array | np.ndarray, start: int | jax.Array,
+                     length: int) -> np.ndarray | jax.Array:
     """What each decision of `rollout(…, start, length)` forecasts: the next-bar target
-    `aux_target` [T] of its bar, start − 1 … start + length − 2 ([length], host)."""
+    `aux_target` [T] of its bar, start − 1 … start + length − 2 ([length]). A host (numpy)
+    array for an integer `start`; for a traced one (inside `jit`) a jax array, with bars past
+    the end (a shape bucket's padding) clamped to the last."""
+    if isinstance(start, jax.Array):
+        bars = start - 1 + jnp.arange(length)
+        return aux_target[jnp.clip(bars, 0, aux_target.shape[0] - 1)]
     return np.asarray(aux_target)[start - 1:start - 1 + length]
 
 

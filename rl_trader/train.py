@@ -35,7 +35,7 @@ from flax import struct
 
 from rl_trader import agent, env, model_q, replay
 from rl_trader.config import RunConfig
-from rl_trader.evaluate import Rollout, greedy_decide, rollout
+from rl_trader.evaluate import Rollout, decision_targets, greedy_decide, rollout
 from rl_trader.fold_data import FoldData, market_width, observe
 from rl_trader.metrics import information_coefficient, sharpe
 from rl_trader.networks import ModelQNetwork, Obs, QNetwork, make_network
@@ -233,8 +233,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
 
     def train(key: jax.Array, fold: FoldData, hp: agent.HParams) -> TrainResult:
         runner = init(key, fold)
-        val_bars = fold.val[0] - 1 + jnp.arange(val_steps)  # what each decision forecasts
-        val_targets = fold.aux_target[jnp.clip(val_bars, 0, fold.aux_target.shape[0] - 1)]
+        val_targets = decision_targets(fold.aux_target, fold.val[0], val_steps)
 
         def one_epoch(carry, _):
             runner, best_params, best_sharpe, best_epoch, i, stop = carry
