@@ -1,7 +1,7 @@
 """The model head's forecast alone: can the network predict the next return as the trees do?
 
     python -m experiments.forecast_probe --data synthetic:cubic:5000:1 [--noise 0,0.5,1.5]
-        [--embedding none|ple] [--updates 5000] [--out forecast_probe.json] [main-job options]
+        [--updates 5000] [--out forecast_probe.json] [main-job options]
 
 No RL: per fold, the model network's forecasts μ̂ and m̂₂ (`networks.ModelQNetwork`) are fit
 by the model head's regression losses alone (`model_q.forecast_losses`, summed; Adam with the
@@ -14,7 +14,7 @@ m̂₂'s (its correlation with y², the "second IC"), beside that of the squared
 volatility σ̂²_t (`evaluate.trailing_vol`, what `vol_target` sizes by). The network sees the
 run's market variables: under the default `--tree-forecast validation` the trees' column
 too, where a fold uses it (pass `--tree-forecast off` for the network's own forecast). A
-probe of the forecaster lever (input noise, the PLE encoding) at a fraction of a run's cost;
+probe of the forecaster lever (input noise) at a fraction of a run's cost;
 it scores no policy, and ridge's and gbm's settings are chosen on that same validation block
 (their IC there is an upper estimate). Tuning draws only (data seeds < 1000). Writes --out
 (JSON).
@@ -161,8 +161,8 @@ def run(cfg, noises: list[float], updates: int) -> dict:
                       "vol_second_ic": forecast_ic(vol**2, y_val**2),
                       "network_ic": {n: f[0] for n, f in fits.items()},
                       "network_second_ic": {n: f[1] for n, f in fits.items()}})
-    return {"data": cfg.data.path, "embedding": cfg.net.embedding, "lookback":
-            cfg.features.lookback, "updates": updates, "noise": noises, "folds": folds}
+    return {"data": cfg.data.path, "lookback": cfg.features.lookback, "updates": updates,
+            "noise": noises, "folds": folds}
 
 
 if __name__ == "__main__":

@@ -61,19 +61,25 @@ class TrainState:
     step: jax.Array  # int32: gradient updates done
 
 
-def _hparams_from_config(cfg: AgentConfig) -> HParams:
-    """Every sweepable field of `cfg` as a float32 scalar."""
-    return HParams(**{name: jnp.float32(getattr(cfg, name)) for name in SWEEPABLE})
+@struct.dataclass
+class HParams:
+    """Hyper-parameters that may differ between members of a vmapped population: one traced
+    float32 scalar per sweepable config field (`config.SWEEPABLE`, declared with
+    `option(sweep=True)`), so one compiled program serves a whole sweep. `tau` stays a static
+    Python float. A test keeps the fields equal to `config.SWEEPABLE`."""
 
+    learning_rate: jax.Array
+    weight_decay: jax.Array
+    obs_noise: jax.Array
+    gamma: jax.Array
+    aux_weight: jax.Array
+    eps_end: jax.Array
+    eps_decay_fraction: jax.Array
 
-# Hyper-parameters that may differ between members of a vmapped population: one traced float32
-# scalar per sweepable config field (`config.SWEEPABLE`, declared with `option(sweep=True)`),
-# so one compiled program serves a whole sweep. `tau` stays a static Python float.
-HParams = struct.dataclass(type("HParams", (), {
-    "__annotations__": {name: jax.Array for name in SWEEPABLE},
-    "__module__": __name__,
-    "__doc__": "Traced hyper-parameters of one member: the fields of `config.SWEEPABLE`.",
-    "from_config": staticmethod(_hparams_from_config)}))
+    @staticmethod
+    def from_config(cfg: AgentConfig) -> HParams:
+        """Every sweepable field of `cfg` as a float32 scalar."""
+        return HParams(**{name: jnp.float32(getattr(cfg, name)) for name in SWEEPABLE})
 
 
 @struct.dataclass
@@ -165,43 +171,24 @@ def branching_double_q_td(q_dir_tm1: jax.Array, q_mag_tm1: jax.Array, a_dir_tm1:
     return jax.lax.stop_gradient(target) - q_tm1, branch_mask(a_dir_tm1)
 
 
-def aux_loss_tm1(aux_tm1: jax.Array, aux_target_tm1: jax.Array,
-                 weight_tm1: jax.Array | None = None) -> jax.Array:
-    """Mean squared error of the predicted next-bar return over a batch [B]
-    (`weighted_mean` of the squared errors)."""
-    return weighted_mean((aux_tm1 - aux_target_tm1) ** 2, weight_tm1)
-
-
-def weighted_mean(x: jax.Array, weight: jax.Array | None) -> jax.Array:
-    """(1/B)·Σ_i w_i·x_i over a batch [B]; the plain mean when `weight` is None. Bootstrap
-    weights have E[w] = 1, so the weighted loss has the plain loss's scale."""
-    return jnp.mean(x) if weight is None else jnp.mean(weight * x)
-
-
-def bootstrap_weight(key: jax.Array, bar: jax.Array, block: int) -> jax.Array:
-    """Bagging weight of samples at bars `bar` (int [B]): a double-or-nothing bootstrap of
-    blocks of `block` bars, w = 2·Bernoulli(½) per block ⌊bar / block⌋, the same for every
-    sample of a block and fixed by `key` for a whole run (one bag per member). E[w] = 1 and
-    Var[w] = 1, as for the Poisson(1) bootstrap (Owen & Eckles 2012); float32 [B]."""
-    keep = jax.vmap(lambda b: jax.random.bernoulli(jax.random.fold_in(key, b)))(bar // block)
-    return 2.0 * keep.astype(jnp.float32)
+def aux_loss_tm1(aux_tm1: jax.Array, aux_target_tm1: jax.Array) -> jax.Array:
+    """Mean squared error of the predicted next-bar return over a batch [B]."""
+    return jnp.mean((aux_tm1 - aux_target_tm1) ** 2)
 
 
 def q_loss(out_tm1: QOut, out_t_online: QOut, out_t_target: QOut, a_dir_tm1: jax.Array,
            a_mag_tm1: jax.Array, r_t: jax.Array, discount_t: jax.Array, aux_target_tm1: jax.Array,
-           cfg: AgentConfig, aux_weight: jax.Array,
-           weight_tm1: jax.Array | None = None) -> tuple[jax.Array, LossInfo]:
+           cfg: AgentConfig, aux_weight: jax.Array) -> tuple[jax.Array, LossInfo]:
     """Batch loss of the taken actions: masked Huber over branches + λ_aux · MSE of the
-    next-bar return (`aux_weight` a traced scalar); both are `weighted_mean`s over the batch
-    when sample weights `weight_tm1` [B] are given (bagging)."""
+    next-bar return (`aux_weight` a traced scalar), both means over the batch."""
     td, mask = jax.vmap(branching_double_q_td)(
         out_tm1.q_direction, out_tm1.q_magnitude, a_dir_tm1, a_mag_tm1, r_t, discount_t,
         out_t_target.q_direction, out_t_target.q_magnitude,
         out_t_online.q_direction, out_t_online.q_magnitude)
     chex.assert_equal_shape([td, mask])
     per_transition = jnp.sum(huber(td, cfg.huber_delta) * mask, -1) / jnp.sum(mask, -1)
-    aux_loss = aux_loss_tm1(out_tm1.aux, aux_target_tm1, weight_tm1)
-    loss = weighted_mean(per_transition, weight_tm1) + aux_weight * aux_loss
+    aux_loss = aux_loss_tm1(out_tm1.aux, aux_target_tm1)
+    loss = jnp.mean(per_transition) + aux_weight * aux_loss
     info = LossInfo(loss=loss, td_abs=jnp.sum(jnp.abs(td) * mask) / jnp.sum(mask),
                     aux_loss=aux_loss, q_mean=jnp.mean(out_tm1.q_direction))
     return loss, info
@@ -269,19 +256,16 @@ def full_action_td(q_dir_tm1: jax.Array, q_mag_tm1: jax.Array, y_t: jax.Array) -
 
 def full_action_loss(out_tm1: QOut, out_t_online: QOut, out_t_target: QOut, r_t: jax.Array,
                      discount_t: jax.Array, aux_target_tm1: jax.Array, cfg: AgentConfig,
-                     aux_weight: jax.Array,
-                     weight_tm1: jax.Array | None = None) -> tuple[jax.Array, LossInfo]:
+                     aux_weight: jax.Array) -> tuple[jax.Array, LossInfo]:
     """Batch loss of full-action backups: mean Huber over the 3 + M branch outputs + λ_aux ·
-    MSE of the next-bar return, `weighted_mean`s over the batch with sample weights
-    `weight_tm1` [B] (bagging). Q at t−1 [B, ...]; Q at the K next states [B, K, ...];
-    r_t, discount_t [B, K] (`counterfactual_step`)."""
+    MSE of the next-bar return, both means over the batch. Q at t−1 [B, ...]; Q at the K
+    next states [B, K, ...]; r_t, discount_t [B, K] (`counterfactual_step`)."""
     y = jax.vmap(full_action_targets)(r_t, discount_t, out_t_target.q_direction,
                                       out_t_target.q_magnitude, out_t_online.q_direction,
                                       out_t_online.q_magnitude)
     td = jax.vmap(full_action_td)(out_tm1.q_direction, out_tm1.q_magnitude, y)
-    aux_loss = aux_loss_tm1(out_tm1.aux, aux_target_tm1, weight_tm1)
-    loss = (weighted_mean(jnp.mean(huber(td, cfg.huber_delta), -1), weight_tm1)
-            + aux_weight * aux_loss)
+    aux_loss = aux_loss_tm1(out_tm1.aux, aux_target_tm1)
+    loss = jnp.mean(jnp.mean(huber(td, cfg.huber_delta), -1)) + aux_weight * aux_loss
     info = LossInfo(loss=loss, td_abs=jnp.mean(jnp.abs(td)), aux_loss=aux_loss,
                     q_mean=jnp.mean(out_tm1.q_direction))
     return loss, info
@@ -301,26 +285,14 @@ def apply_positions(apply_fn, params: chex.ArrayTree, obs: Obs) -> QOut:
 # --- gradient steps -------------------------------------------------------------------------
 
 
-def hold_unreached(updates: chex.ArrayTree, grads: chex.ArrayTree,
-                   hold: jax.Array) -> chex.ArrayTree:
-    """`updates` with every leaf whose gradient is identically zero set to zero where `hold`
-    (a bool scalar): the parameters that no active loss reaches keep their values exactly,
-    neither Adam's momentum tail nor the weight decay moving them. Which leaves those are
-    follows from the gradient itself, so no list of modules is kept."""
-    return jax.tree.map(lambda u, g: jnp.where(hold & jnp.all(g == 0), jnp.zeros_like(u), u),
-                        updates, grads)
-
-
-def apply_loss(state: TrainState, loss_fn, cfg: AgentConfig, hp: HParams,
-               hold: jax.Array | None = None) -> tuple[TrainState, LossInfo]:
+def apply_loss(state: TrainState, loss_fn, cfg: AgentConfig,
+               hp: HParams) -> tuple[TrainState, LossInfo]:
     """One optimiser step on `loss_fn(params) -> (loss, LossInfo)`, then the target EMA over
-    the whole params tree; with `hold`, `hold_unreached` on the updates."""
+    the whole params tree."""
     grads, info = jax.grad(loss_fn, has_aux=True)(state.params)
     info = info.replace(grad_norm=optax.tree.norm(grads))
     tx = make_optimizer(cfg, hp)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    if hold is not None:
-        updates = hold_unreached(updates, grads, hold)
     params = optax.apply_updates(state.params, updates)
     return TrainState(params=params, target_params=target_update(params, state.target_params,
                                                                   cfg.tau),
@@ -329,38 +301,30 @@ def apply_loss(state: TrainState, loss_fn, cfg: AgentConfig, hp: HParams,
 
 def update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, a_dir_tm1: jax.Array,
            a_mag_tm1: jax.Array, r_t: jax.Array, discount_t: jax.Array,
-           aux_target_tm1: jax.Array, cfg: AgentConfig, hp: HParams,
-           weight_tm1: jax.Array | None = None,
-           train_apply_fn=None) -> tuple[TrainState, LossInfo]:
-    """One gradient step on a batch of taken (n-step) transitions (`q_loss`).
-
-    `train_apply_fn` (default `apply_fn`) computes the online outputs at t − 1 that the
-    gradient flows through (e.g. with dropout); the targets use `apply_fn`."""
+           aux_target_tm1: jax.Array, cfg: AgentConfig,
+           hp: HParams) -> tuple[TrainState, LossInfo]:
+    """One gradient step on a batch of taken (n-step) transitions (`q_loss`)."""
     out_t_target = apply_fn(state.target_params, obs_t)
     out_t_online = jax.lax.stop_gradient(apply_fn(state.params, obs_t))
 
     def loss_fn(params):
-        out_tm1 = (train_apply_fn or apply_fn)(params, obs_tm1)
-        return q_loss(out_tm1, out_t_online, out_t_target, a_dir_tm1, a_mag_tm1, r_t,
-                      discount_t, aux_target_tm1, cfg, hp.aux_weight, weight_tm1)
+        return q_loss(apply_fn(params, obs_tm1), out_t_online, out_t_target, a_dir_tm1,
+                      a_mag_tm1, r_t, discount_t, aux_target_tm1, cfg, hp.aux_weight)
 
     return apply_loss(state, loss_fn, cfg, hp)
 
 
 def full_action_update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, r_t: jax.Array,
                        discount_t: jax.Array, aux_target_tm1: jax.Array, cfg: AgentConfig,
-                       hp: HParams, weight_tm1: jax.Array | None = None,
-                       train_apply_fn=None) -> tuple[TrainState, LossInfo]:
+                       hp: HParams) -> tuple[TrainState, LossInfo]:
     """One gradient step on a batch of full-action backups (`full_action_loss`): obs_t holds
-    the K next portfolios [B, K, P] of each sample; r_t, discount_t [B, K]. `train_apply_fn`
-    as in `update`."""
+    the K next portfolios [B, K, P] of each sample; r_t, discount_t [B, K]."""
     out_t_target = apply_positions(apply_fn, state.target_params, obs_t)
     out_t_online = jax.lax.stop_gradient(apply_positions(apply_fn, state.params, obs_t))
 
     def loss_fn(params):
-        out_tm1 = (train_apply_fn or apply_fn)(params, obs_tm1)
-        return full_action_loss(out_tm1, out_t_online, out_t_target, r_t, discount_t,
-                                aux_target_tm1, cfg, hp.aux_weight, weight_tm1)
+        return full_action_loss(apply_fn(params, obs_tm1), out_t_online, out_t_target, r_t,
+                                discount_t, aux_target_tm1, cfg, hp.aux_weight)
 
     return apply_loss(state, loss_fn, cfg, hp)
 

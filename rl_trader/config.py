@@ -2,8 +2,9 @@
 
 Every field is declared once, with `option(...)`: its default, its help text, its command-line
 flag (default `--field-name`), its allowed choices and whether a population may sweep it. The
-CLI (`rl_trader.options`), the sweepable names (`SWEEPABLE`) and the learner's traced
-hyper-parameters (`agent.HParams`) are all derived from these declarations.
+CLI (`rl_trader.options`) and the sweepable names (`SWEEPABLE`) are derived from these
+declarations; the learner's traced hyper-parameters (`agent.HParams`) declare one field per
+sweepable name, which a test keeps equal.
 
 Every config is hashable and static under `jit`. `validate()` checks ranges and raises
 `InputError` naming the option and its allowed range.
@@ -65,7 +66,6 @@ class DataConfig:
         _check(ppy is None or 1 <= ppy <= 10_000_000, "--periods-per-year", "in [1, 1e7]", ppy)
 
 
-PORTFOLIO_INPUTS = ("all", "no_returns")  # what `fold_data.observe` passes of the portfolio group
 TREE_FORECAST_MODES = ("off", "on", "validation")  # `prepare.Prepared.fold_data`
 
 
@@ -77,10 +77,6 @@ class FeatureConfig:
         1, "look-back window in bars (including bar t); 1: bar-level inputs (the bar-t "
         "variables alone, no window context)")
     clip: float = option(5.0, "normalised features are clipped to [-clip, clip]")
-    portfolio_inputs: str = option(
-        "all", "portfolio features the network sees: all, or no_returns (unrealised return "
-        "and drawdown zeroed: on an entry bar they are noise-free copies of the last return, "
-        "around --obs-noise)", choices=PORTFOLIO_INPUTS)
     tree_forecast: str = option(
         "validation", "the gbm baseline's forecast as one more market variable, cross-fitted "
         "on each fold's train segment (5 blocks with purge gaps: no train bar's value comes "
@@ -92,8 +88,6 @@ class FeatureConfig:
     def validate(self) -> None:
         _check(1 <= self.lookback <= 512, "--lookback", "an integer in [1, 512]", self.lookback)
         _check(0.5 <= self.clip <= 100, "--clip", "in [0.5, 100]", self.clip)
-        _check(self.portfolio_inputs in PORTFOLIO_INPUTS, "--portfolio-inputs",
-               "all or no_returns", self.portfolio_inputs)
         _check(self.tree_forecast in TREE_FORECAST_MODES, "--tree-forecast",
                "off, on or validation", self.tree_forecast)
 
@@ -119,7 +113,7 @@ class FoldConfig:
         _check(self.min_train_bars >= 10, "--min-train-bars", ">= 10", self.min_train_bars)
 
 
-REWARDS = ("log", "mean_variance", "dsr")  # the learning rewards of `env.reward`
+REWARDS = ("log", "mean_variance")  # the learning rewards of `env.reward`
 
 
 @dataclass(frozen=True)
@@ -131,11 +125,9 @@ class EnvConfig:
     commission_bps: float = option(1.0, "commission, bps of traded notional")
     slippage_bps: float = option(1.0, "slippage against the trader, bps of traded notional")
     episode_bars: int = option(256, "training episode length in bars before truncation")
-    reward: str = option("mean_variance", "learning reward: log growth, mean_variance "
-                         "(r − (λ/2)·r², returns in percent) or dsr (differential Sharpe "
-                         "ratio)", choices=REWARDS)
+    reward: str = option("mean_variance", "learning reward: log growth or mean_variance "
+                         "(r − (λ/2)·r², returns in percent)", choices=REWARDS)
     risk_aversion: float = option(0.1, "λ of the mean_variance reward, per percent return")
-    dsr_eta: float = option(0.01, "adaptation rate η of the dsr reward's moving moments")
 
     def validate(self) -> None:
         _check(len(self.magnitudes) >= 1 and all(0 < m <= 1 for m in self.magnitudes),
@@ -148,18 +140,15 @@ class EnvConfig:
         _check(self.reward in REWARDS, "--reward", "one of " + ", ".join(REWARDS), self.reward)
         _check(0 <= self.risk_aversion <= 100, "--risk-aversion", "in [0, 100]",
                self.risk_aversion)
-        _check(0 < self.dsr_eta < 1, "--dsr-eta", "in (0, 1)", self.dsr_eta)
 
 
 PRECISIONS = ("tf32", "fp32", "bf16")
 Q_HEADS = ("generic", "model")  # `networks.make_network`
-EMBEDDINGS = ("none", "ple")  # `networks.VariableGRNs`
 
 
 @dataclass(frozen=True)
 class NetConfig:
-    """Q-network: its head, widths (VSN/GRN as in the Temporal Fusion Transformer) and the
-    encoding of each input variable."""
+    """Q-network: its head and widths (VSN/GRN as in the Temporal Fusion Transformer)."""
 
     q_head: str = option(
         "model", "Q-function: generic (a branching dueling Q-network learnt by TD) or model "
@@ -169,10 +158,6 @@ class NetConfig:
     hidden: int = option(32, "per-variable embedding and VSN width")
     trunk: int = option(64, "trunk GRN width")
     context: int = option(32, "width of the look-back context vector (unused at --lookback 1)")
-    embedding: str = option(
-        "none", "encoding of each normalised input variable before its GRN: none (the scalar) "
-        "or ple (piecewise-linear encoding over fixed bins, Gorishniy et al. 2022)",
-        choices=EMBEDDINGS)
     td_to_encoder: bool = option(
         False, "model head: let the TD loss's gradient reach the market encoder (market VSN "
         "and look-back context); off: only the forecast regressions train it")
@@ -189,7 +174,6 @@ class NetConfig:
         _check(self.precision in PRECISIONS, "--precision", "one of " + ", ".join(PRECISIONS),
                self.precision)
         _check(self.q_head in Q_HEADS, "--q-head", "generic or model", self.q_head)
-        _check(self.embedding in EMBEDDINGS, "--embedding", "none or ple", self.embedding)
 
 
 BACKUPS = ("taken", "all")
@@ -214,9 +198,6 @@ class AgentConfig:
         "and LayerNorm scales and offsets are not decayed) or all", choices=DECAY_TARGETS)
     obs_noise: float = option(
         1.5, "std of Gaussian noise on the normalised market inputs while learning", sweep=True)
-    dropout: float = option(
-        0.0, "dropout rate on every GRN's hidden layer (η₁, as in the TFT) while learning; "
-        "evaluation is deterministic (0: off)")
     max_grad_norm: float = option(10.0, "global gradient-norm clip")
     tau: float = option(0.005, "target EMA weight on the online params, in (0, 1]")
     gamma: float = option(0.9, "discount per bar, in [0, 1)", sweep=True)
@@ -237,9 +218,6 @@ class AgentConfig:
         None, "TD backups: taken (n-step, the action taken; generic head only) or all "
         "(1-step, every position from the same state: full-action backups); default: taken "
         "for the generic head, all for the model head", choices=BACKUPS)
-    bootstrap_block: int = option(
-        0, "bagging: each member weights the train bars by its own double-or-nothing bootstrap "
-        "of blocks of this many bars (0: off)")
 
     def validate(self) -> None:
         _check(0 < self.learning_rate <= 1, "--lr", "in (0, 1]", self.learning_rate)
@@ -254,15 +232,12 @@ class AgentConfig:
         _check(0 <= self.aux_weight <= 1000, "--aux-weight", "in [0, 1000]", self.aux_weight)
         _check(0 <= self.weight_decay <= 1, "--weight-decay", "in [0, 1]", self.weight_decay)
         _check(0 <= self.obs_noise <= 10, "--obs-noise", "in [0, 10]", self.obs_noise)
-        _check(0 <= self.dropout < 1, "--dropout", "in [0, 1)", self.dropout)
         _check(0 <= self.eps_end <= self.eps_start <= 1, "--eps-start/--eps-end",
                "0 <= eps_end <= eps_start <= 1", (self.eps_start, self.eps_end))
         _check(0 < self.eps_decay_fraction <= 1, "--eps-decay", "in (0, 1]",
                self.eps_decay_fraction)
         _check(self.replay_capacity > self.n_step, "--replay-capacity", "> n_step",
                self.replay_capacity)
-        _check(self.bootstrap_block >= 0, "--bootstrap-block", "an integer ≥ 0 (0: off)",
-               self.bootstrap_block)
         _check(self.backup is None or self.backup in BACKUPS, "--backup", "taken or all",
                self.backup)
         _check(self.weight_decay_on in DECAY_TARGETS, "--weight-decay-on", "all or kernels",
@@ -291,10 +266,6 @@ class TrainConfig:
                         "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
-    forecast_patience: int = option(
-        0, "model head: stop the forecasts' regression once μ̂'s validation IC (its ensemble's) "
-        "has not risen for this many epochs; its parameters then keep their values while the "
-        "continuation trains on (0: never stop)")
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
@@ -313,8 +284,6 @@ class TrainConfig:
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
         _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online or target",
                self.eval_params)
-        _check(0 <= self.forecast_patience <= 10_000, "--forecast-patience",
-               "an integer in [0, 10000]", self.forecast_patience)
         _check(self.gbm_iterations in GBM_ITERATIONS, "--gbm-iterations",
                f"one of {', '.join(map(str, GBM_ITERATIONS))}", self.gbm_iterations)
         _check(0 <= self.prior_trials <= 10_000_000, "--prior-trials", "an integer >= 0",
@@ -350,12 +319,6 @@ class RunConfig:
         _check(not (model and self.agent.backup == "taken"), "--backup",
                "all or unset with --q-head model (it backs up every position)",
                self.agent.backup)
-        _check(not (model and self.env.reward == "dsr"), "--reward",
-               "log or mean_variance with --q-head model (its reward is a known function of "
-               "the next return; the DSR's depends on the path)", self.env.reward)
-        _check(model or self.train.forecast_patience == 0, "--forecast-patience",
-               "0 unless --q-head model (the generic head's aux head shares its encoder with "
-               "TD)", self.train.forecast_patience)
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:
@@ -404,39 +367,78 @@ def preset(name: str) -> RunConfig:
 # Fields added after configurations were saved whose default is not what runs did before the
 # field existed: a saved configuration without the field keeps its old behaviour.
 BEFORE_FIELD = {"agent": {"weight_decay_on": "all"},  # the default since 2026-12-01: kernels
-                "net": {"q_head": "generic", "embedding": "none"},  # fields of issue 27
+                "net": {"q_head": "generic"},  # the field of issue 27
                 "features": {"tree_forecast": "off"}}  # study 19's field; default since study 20
-# Fields removed (options superseded, issue 27; docs/learning.md keeps their studies), with the
-# one value every run still reads the same way: a saved configuration holding that value loads
-# (the field is dropped), any other value is refused in one line.
+
+
+class Removed(typing.NamedTuple):
+    """A field removed from the configs: the one value every run still reads the same way, the
+    studies that rejected it (docs/findings.md) and the date it left."""
+
+    same: Any
+    where: str
+    removed: str
+    read_if: tuple[str, Any] | None = None  # (field, value) of its section: read only then
+
+
+# Fields removed (options superseded or rejected by their studies; docs/findings.md keeps the
+# studies), with the one value every run still reads the same way: a saved configuration
+# holding that value loads (the field is dropped), any other value is refused in one line. A
+# field with `read_if` was read only under that value of another field of its section, so
+# elsewhere any value of it loads.
 REMOVED_FIELDS = {
-    ("net", "linear_path"): (False, "study 13"),
-    ("agent", "aux_noise"): (None, "studies 14-15"),
-    ("agent", "sizing"): ("q", "study 12"),
+    ("net", "linear_path"): Removed(False, "study 13", "2026-12-01"),
+    ("agent", "aux_noise"): Removed(None, "studies 14-15", "2026-12-01"),
+    ("agent", "sizing"): Removed("q", "study 12", "2026-12-01"),
+    ("features", "portfolio_inputs"): Removed("all", "study 11", "2026-12-03"),
+    ("agent", "bootstrap_block"): Removed(0, "study 6", "2026-12-03"),
+    ("agent", "dropout"): Removed(0.0, "studies 10-11", "2026-12-03"),
+    ("net", "embedding"): Removed("none", "study 18", "2026-12-03"),
+    ("train", "forecast_patience"): Removed(0, "study 21", "2026-12-03"),
+    ("env", "dsr_eta"): Removed(0.01, "study 3", "2026-12-03", read_if=("reward", "dsr")),
 }
+# Choices removed from a field that remains, with the studies that rejected them and the date.
+REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03")}
 # Fields whose type changed: a saved configuration's old value and the one it now reads as.
 RETYPED_FIELDS = {("features", "tree_forecast"): {False: "off", True: "on"}}  # 2026-12-02
+
+
+def _refuse(setting: str, where: str, removed: str, runs: str) -> InputError:
+    return InputError(f"saved configuration sets {setting}, an option removed on {removed} "
+                      f"(its results: {where} in docs/findings.md); this version runs only "
+                      f"{runs}")
 
 
 def _upgrade(d: dict) -> dict:
     """`d` (a saved `RunConfig.to_dict`) without the `REMOVED_FIELDS` and with the
     `RETYPED_FIELDS`' old values read as today's; InputError naming the field when one holds a
-    value today's code cannot reproduce."""
+    value today's code cannot reproduce (a removed field's other value, or a
+    `REMOVED_CHOICES` value)."""
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
     for (section, name), values in RETYPED_FIELDS.items():
         part = out.get(section)
         if isinstance(part, dict) and isinstance(part.get(name), bool):
             part[name] = values[part[name]]
-    for (section, name), (same, where) in REMOVED_FIELDS.items():
+    for (section, name, value), (where, removed) in REMOVED_CHOICES.items():
+        part = out.get(section)
+        if isinstance(part, dict) and part.get(name) == value:
+            raise _refuse(f"{section}.{name}={value!r}", where, removed,
+                          f"{section}.{name} in {', '.join(_choices(section, name))}")
+    for (section, name), gone in REMOVED_FIELDS.items():
         part = out.get(section)
         if isinstance(part, dict) and name in part:
             value = part.pop(name)
-            if value != same:
-                raise InputError(
-                    f"saved configuration sets {section}.{name}={value!r}, an option removed "
-                    f"on 2026-12-01 (its results: {where} in docs/learning.md); this version "
-                    f"runs only {section}.{name}={same!r}")
+            read = gone.read_if is None or part.get(gone.read_if[0]) == gone.read_if[1]
+            if read and value != gone.same:
+                raise _refuse(f"{section}.{name}={value!r}", gone.where, gone.removed,
+                              f"{section}.{name}={gone.same!r}")
     return out
+
+
+def _choices(section: str, name: str) -> tuple[str, ...]:
+    """The allowed values of a config field declared with `choices`."""
+    return next(f for f in dataclasses.fields(SECTIONS[section])
+                if f.name == name).metadata["choices"]
 
 
 def config_from_dict(d: dict) -> RunConfig:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import chex
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
 from rl_trader.config import EnvConfig
@@ -36,19 +35,8 @@ from rl_trader.config import EnvConfig
 RUIN = 1e-4  # equity (as a fraction of the starting equity) at which an episode terminates
 N_DIRECTIONS = 3  # short, flat, long
 FLAT = 1
-PERCENT = 100.0  # returns in the mean-variance and DSR rewards are in percent: R = 100·r
-DSR_VAR_FLOOR = 1e-6  # percent²: floor on B − A² in the DSR's denominator (0.1 bp per bar)
+PERCENT = 100.0  # returns in the mean-variance reward are in percent: R = 100·r
 PORTFOLIO_NAMES = ("position", "unrealised_return", "time_in_position", "drawdown", "last_cost")
-# The portfolio features that carry the last bar's return (on an entry bar, unrealised return
-# and drawdown are exact copies of it): `--portfolio-inputs no_returns` hides them.
-RETURN_FEATURES = ("unrealised_return", "drawdown")
-
-
-def portfolio_mask(inputs: str) -> np.ndarray:
-    """float32 [len(PORTFOLIO_NAMES)]: 1 for the features the network sees under
-    `--portfolio-inputs` `inputs` ("all" or "no_returns"), 0 for those zeroed."""
-    hidden = RETURN_FEATURES if inputs == "no_returns" else ()
-    return np.array([name not in hidden for name in PORTFOLIO_NAMES], np.float32)
 
 
 @struct.dataclass
@@ -71,8 +59,6 @@ class EnvState:
     entry_price: jax.Array  # float32: fill price of the current position (0 when flat)
     bars_in_position: jax.Array  # float32: bars since the position was opened or flipped
     last_cost: jax.Array  # float32: cost of the last fill as a fraction of equity
-    dsr_a: jax.Array  # float32: A_t, EMA of the trader's per-bar return R in percent
-    dsr_b: jax.Array  # float32: B_t, EMA of R² (percent²)
 
 
 @struct.dataclass
@@ -87,30 +73,12 @@ class StepOut:
     turnover: jax.Array  # float32: traded notional / E_o
 
 
-def reset(t0: jax.Array, stop: jax.Array, dsr_b0: jax.Array | float = 1.0) -> EnvState:
-    """Flat, equity 1.0, at bar `t0`; the episode truncates on reaching bar `stop`.
-
-    The DSR's moments start at A₀ = 0 and B₀ = `dsr_b0` (percent², > 0), a prior second moment
-    of the per-bar return, so B₀ − A₀² > 0 from the first step. The default 1.0 is 1 % per
-    bar; training passes the fold's `prior_second_moment` of its train segment.
-    """
+def reset(t0: jax.Array, stop: jax.Array) -> EnvState:
+    """Flat, equity 1.0, at bar `t0`; the episode truncates on reaching bar `stop`."""
     one, zero = jnp.float32(1.0), jnp.float32(0.0)
     return EnvState(t=jnp.asarray(t0, jnp.int32), stop=jnp.asarray(stop, jnp.int32),
                     equity=one, units=zero, peak=one, entry_price=zero,
-                    bars_in_position=zero, last_cost=zero,
-                    dsr_a=zero, dsr_b=jnp.asarray(dsr_b0, jnp.float32))
-
-
-def prior_second_moment(prices: Prices, start: jax.Array, end: jax.Array) -> jax.Array:
-    """B₀ for `reset`: mean of R_s² over the bars s ∈ [start + 1, end) of a segment, with
-    R_s = 100·(C_s / C_{s−1} − 1) the close-to-close return in percent (buy-and-hold's
-    per-bar second moment); float32 scalar, at least `DSR_VAR_FLOOR`. Uses only the segment."""
-    close = prices.close
-    r = PERCENT * (close[1:] / close[:-1] - 1.0)  # r[i] = R_{i+1}
-    s = jnp.arange(1, close.shape[0])
-    inside = (s > start) & (s < end)
-    mean_sq = jnp.sum(jnp.where(inside, r * r, 0.0)) / jnp.maximum(jnp.sum(inside), 1)
-    return jnp.maximum(mean_sq, DSR_VAR_FLOOR).astype(jnp.float32)
+                    bars_in_position=zero, last_cost=zero)
 
 
 def episode_stop(t0: jax.Array, end: jax.Array, cfg: EnvConfig) -> jax.Array:
@@ -132,11 +100,9 @@ def trade_cost(traded_notional: jax.Array, cfg: EnvConfig) -> jax.Array:
     return jnp.abs(traded_notional) * (cfg.commission_bps + cfg.slippage_bps) * 1e-4
 
 
-def reward(growth: jax.Array, a_tm1: jax.Array, b_tm1: jax.Array,
-           cfg: EnvConfig) -> tuple[jax.Array, jax.Array, jax.Array]:
+def reward(growth: jax.Array, cfg: EnvConfig) -> jax.Array:
     """The learning reward `cfg.reward` (one of config.REWARDS) of one step, from the equity
-    growth E_{t+1} / E_t (net of costs) and the DSR moments before the step; returns
-    (reward, A_t, B_t). Scalars or arrays of one shape.
+    growth E_{t+1} / E_t (net of costs). Scalars or arrays of one shape.
 
     With r = E_{t+1}/E_t − 1 the simple net return and R = 100·r the same in percent. Rewards
     are in units such that after the learner's ×reward_scale (100 by default) it sees:
@@ -145,35 +111,18 @@ def reward(growth: jax.Array, a_tm1: jax.Array, b_tm1: jax.Array,
     - "mean_variance": (R − (λ/2)·R²) / 100  (×100: R − (λ/2)·R², percent), λ = risk_aversion.
       Per step, the optimal constant fraction is μ/(λσ²) with μ, σ of the asset in percent per
       bar (λ = 0.1, μ = 0.04, σ = 1: 0.4 of equity).
-    - "dsr":           D_t / 100  (×100: D_t, dimensionless, O(1)), the differential Sharpe
-      ratio (Moody & Saffell 1998) with η = dsr_eta:
-          ΔA_t = R − A_{t−1},  ΔB_t = R² − B_{t−1}
-          D_t  = (B_{t−1}·ΔA_t − ½·A_{t−1}·ΔB_t) / max(B_{t−1} − A_{t−1}², DSR_VAR_FLOOR)^{3/2}
-      D_t does not depend on the units of R; with A = 0 it is R/√B, a z-score of the step.
-
-    The moments are updated whatever the reward (A_t = A_{t−1} + η·ΔA_t, B_t = B_{t−1} + η·ΔB_t),
-    so the state means the same under every reward. A pure function of its arguments.
     """
-    big_r = PERCENT * (growth - 1.0)
-    d_a, d_b = big_r - a_tm1, big_r * big_r - b_tm1
-    a_t, b_t = a_tm1 + cfg.dsr_eta * d_a, b_tm1 + cfg.dsr_eta * d_b
     if cfg.reward == "log":
-        r = jnp.log(growth)
-    elif cfg.reward == "mean_variance":
-        r = (big_r - 0.5 * cfg.risk_aversion * big_r * big_r) / PERCENT
-    else:
-        var = jnp.maximum(b_tm1 - a_tm1 * a_tm1, DSR_VAR_FLOOR)
-        r = (b_tm1 * d_a - 0.5 * a_tm1 * d_b) / (var * jnp.sqrt(var)) / PERCENT
-    return r, a_t, b_t
+        return jnp.log(growth)
+    big_r = PERCENT * (growth - 1.0)
+    return (big_r - 0.5 * cfg.risk_aversion * big_r * big_r) / PERCENT
 
 
 def risk_curvature(cfg: EnvConfig) -> float:
     """κ of `expected_reward`: 1 for the log reward, PERCENT·λ for mean_variance."""
     if cfg.reward == "log":
         return 1.0
-    if cfg.reward == "mean_variance":
-        return PERCENT * cfg.risk_aversion
-    raise ValueError(f"the {cfg.reward!r} reward is path-dependent: no expected_reward")
+    return PERCENT * cfg.risk_aversion
 
 
 def expected_reward(position: jax.Array, target: jax.Array, mean: jax.Array,
@@ -187,7 +136,7 @@ def expected_reward(position: jax.Array, target: jax.Array, mean: jax.Array,
     On a bar with no gap (open = previous close) the step's net return is x = a·(e^ℓ − 1) − c
     with c = `trade_cost`(a − p) (as `step` computes it); log(1 + x) = aℓ + ½a(1 − a)ℓ² − c
     + O(ℓ³, cℓ) gives κ = 1, and (R − ½λR²)/100 with R = 100·x gives κ = 100·λ
-    (`risk_curvature`). The DSR reward depends on the path: refused (ValueError)."""
+    (`risk_curvature`)."""
     kappa = risk_curvature(cfg)
     return (target * (mean + 0.5 * second_moment) - 0.5 * kappa * target**2 * second_moment
             - trade_cost(target - position, cfg))
@@ -209,7 +158,7 @@ def step(state: EnvState, target: jax.Array, prices: Prices,
     terminated = equity <= RUIN
     equity = jnp.maximum(equity, RUIN)
     growth = equity / state.equity
-    r, dsr_a, dsr_b = reward(growth, state.dsr_a, state.dsr_b, cfg)
+    r = reward(growth, cfg)
 
     side_old, side_new = jnp.sign(state.units), jnp.sign(units_new)
     opened = (side_new != 0) & (side_new != side_old)
@@ -217,8 +166,7 @@ def step(state: EnvState, target: jax.Array, prices: Prices,
     held = jnp.where(side_new == 0, 0.0, jnp.where(opened, 1.0, state.bars_in_position + 1.0))
     new = EnvState(t=t1, stop=state.stop, equity=equity, units=units_new,
                    peak=jnp.maximum(state.peak, equity), entry_price=entry,
-                   bars_in_position=held, last_cost=cost / state.equity,
-                   dsr_a=dsr_a, dsr_b=dsr_b)
+                   bars_in_position=held, last_cost=cost / state.equity)
     out = StepOut(reward=r, log_growth=jnp.log(growth), terminated=terminated,
                   truncated=t1 >= state.stop, cost=cost / state.equity,
                   turnover=jnp.abs(traded) / jnp.maximum(e_open, RUIN))

@@ -67,7 +67,7 @@ from rl_trader.run_state import (
 )
 from rl_trader.rundir import RunLock, fault_point, open_run_dir, write_json
 from rl_trader.scoring import score_folds, validation_summary
-from rl_trader.selection import best_of, regression_stopped
+from rl_trader.selection import best_of
 from rl_trader.stopwatch import Stopwatch
 from rl_trader.tensorboard import ScalarWriter
 from rl_trader.train import EpochMetrics
@@ -314,8 +314,6 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     records.val_returns[epoch] = val_returns
     with clock.stage("diagnostics"):
         _diagnose(run, records.diagnostics, epoch, acting, val)
-    if cfg.train.forecast_patience:
-        runners = _stop_regressions(run, runners, records.diagnostics.forecast_ic[:epoch + 1])
     for f in dataclasses.fields(EpochMetrics):
         getattr(records.metrics, f.name)[epoch] = to_host(getattr(metrics, f.name))[
             :len(c.members)]
@@ -377,27 +375,6 @@ def _diagnose(run: Run, d: Diagnostics, epoch: int, acting, val) -> None:
         d.forecast_ic[epoch, g] = forecast_ic(val.forecast[g], decision_targets(
             c.val_data.aux_target[g], int(c.val_data.val[g, 0]), prep.val_len))
     d.positions[epoch] = val.position
-
-
-def _stop_regressions(run: Run, runners, ic_history: np.ndarray):
-    """The runners with `regressing` set from each ensemble's validation IC history [E', G]
-    (`selection.regression_stopped`: the forecasts' early stopping, one decision an ensemble,
-    for all its seeds); a log line for each ensemble whose regression stops now."""
-    c, patience = run.cohort, run.prep.cfg.train.forecast_patience
-    stopped = [regression_stopped(ic_history[:, g], patience) for g in range(len(c.groups))]
-    epoch = len(ic_history) - 1
-    for g, m in enumerate(c.groups):
-        if stopped[g] and not regression_stopped(ic_history[:-1, g], patience):
-            best = int(np.argmax(np.nan_to_num(ic_history[:, g], nan=-np.inf)))
-            setting = f" (setting {m.setting})" if len(c.settings) > 1 else ""
-            run.log(f"fold {m.fold}{setting}: the forecasts stop regressing after epoch "
-                    f"{epoch} (validation IC {ic_history[-1, g]:+.3f}, best "
-                    f"{ic_history[best, g]:+.3f} at epoch {best}: {patience} epoch(s) without "
-                    f"a rise)")
-    member_group = [i // c.n_seeds for i in range(len(c.members))]
-    member_group += [0] * (c.n_padded - len(c.members))  # pad members copy member 0
-    regressing = np.array([not stopped[g] for g in member_group])
-    return runners.replace(regressing=shard_population(regressing, c.mesh))
 
 
 def _nan_guard(c: Cohort, k: int, finite: np.ndarray, val_returns: np.ndarray) -> str | None:

@@ -24,7 +24,7 @@ from flax import struct
 
 from rl_trader.buckets import bucket
 from rl_trader.config import FeatureConfig, RunConfig
-from rl_trader.env import PORTFOLIO_NAMES, Prices, portfolio_mask
+from rl_trader.env import PORTFOLIO_NAMES, Prices
 from rl_trader.features import (
     MarketFeatures,
     Normaliser,
@@ -161,9 +161,8 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
     """What acting with the fold's policy on new bars needs besides the weights (JSON-able):
     the train-fit normaliser (`mean`, `std` per feature, in `feature_names` order), the aux
     target's scale (the aux head predicts log(c_{t+1} / c_t) / aux_scale), the feature warm-up
-    (`first_valid` bars), look-back, clip, magnitudes, portfolio feature names and which of
-    them the network sees (`portfolio_inputs`), periods per year, and the first/last date of
-    each segment (ISO, for checking new bars' overlap)."""
+    (`first_valid` bars), look-back, clip, magnitudes, portfolio feature names, periods per
+    year, and the first/last date of each segment (ISO, for checking new bars' overlap)."""
     norm, scale = fold_normaliser(feats.values, close, fold)
     day = np.datetime_as_string(np.asarray(dates, "datetime64[s]"))
     return {"feature_names": list(feats.names), "first_valid": int(feats.first_valid),
@@ -171,7 +170,6 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
                            "std": [float(x) for x in norm.std]},
             "aux_scale": scale, "lookback": cfg.features.lookback, "clip": cfg.features.clip,
             "magnitudes": list(cfg.env.magnitudes), "portfolio_names": list(PORTFOLIO_NAMES),
-            "portfolio_inputs": cfg.features.portfolio_inputs,
             "periods_per_year": float(ppy),
             "dates": {name: [str(day[a]), str(day[b - 1])] for name, (a, b) in
                       (("train", fold.train), ("val", fold.val), ("test", fold.test))}}
@@ -180,14 +178,11 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
 def observe(data: FoldData, bar: jax.Array, portfolio: jax.Array, cfg: FeatureConfig) -> Obs:
     """Observation at the close of `bar` (unbatched): market row [F + E] (the features, then
     the `tree_forecast` columns), window [L, F + E] (L = cfg.lookback), and the portfolio
-    features [P] that `cfg.portfolio_inputs` lets through (the others zeroed): every network
-    input, learning or acting, is made here."""
+    features [P]: every network input, learning or acting, is made here."""
     parts = [data.features] + ([data.tree_forecast] if data.tree_forecast.shape[1] else [])
     start = bar - cfg.lookback + 1
     rows = [x[bar] for x in parts]
     windows = [jax.lax.dynamic_slice(x, (start, 0), (cfg.lookback, x.shape[1])) for x in parts]
     market, window = ((rows[0], windows[0]) if len(parts) == 1 else
                       (jnp.concatenate(rows), jnp.concatenate(windows, axis=1)))
-    if cfg.portfolio_inputs != "all":
-        portfolio = portfolio * portfolio_mask(cfg.portfolio_inputs)
     return Obs(market=market, window=window, portfolio=portfolio)

@@ -23,8 +23,8 @@ and the forecasts are plain regressions with exact targets on the sampled traini
 
     L = mean_{b, a} huber(δ_a) + λ_aux·[mean_b (μ̂ − y)² + mean_b (m̂₂ − y²)²]
 
-(`weighted_mean`s over the batch with bagging weights). The target network is the Polyak EMA
-of the whole tree (`agent.apply_loss`). Segment ends bootstrap (truncation), ruin does not.
+The target network is the Polyak EMA of the whole tree (`agent.apply_loss`). Segment ends
+bootstrap (truncation), ruin does not.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ from rl_trader.agent import (
     huber,
     position_actions,
     random_actions,
-    weighted_mean,
 )
 from rl_trader.config import AgentConfig, EnvConfig
 from rl_trader.env import FLAT
@@ -92,23 +91,22 @@ def model_td(c_tm1: jax.Array, q_t_value: jax.Array, q_t_selector: jax.Array,
     return jax.lax.stop_gradient(y) - c_tm1
 
 
-def forecast_losses(out_tm1: ModelOut, y_tm1: jax.Array,
-                    weight_tm1: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+def forecast_losses(out_tm1: ModelOut, y_tm1: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The forecasts' regression losses on the realised next-bar target y [B]:
-    (mean (μ̂ − y)², mean (m̂₂ − y²)²), weighted as `agent.weighted_mean`."""
-    return (weighted_mean((out_tm1.aux - y_tm1) ** 2, weight_tm1),
-            weighted_mean((out_tm1.second_moment - y_tm1**2) ** 2, weight_tm1))
+    (mean (μ̂ − y)², mean (m̂₂ − y²)²)."""
+    return (jnp.mean((out_tm1.aux - y_tm1) ** 2),
+            jnp.mean((out_tm1.second_moment - y_tm1**2) ** 2))
 
 
 def model_loss(out_tm1: ModelOut, out_t_online: ModelOut, out_t_target: ModelOut,
                position_tm1: jax.Array, position_t: jax.Array, scale_tm1: jax.Array,
                scale_t: jax.Array, y_tm1: jax.Array, discount_t: jax.Array,
-               cfg: AgentConfig, env_cfg: EnvConfig, aux_weight: jax.Array,
-               weight_tm1: jax.Array | None = None) -> tuple[jax.Array, LossInfo]:
+               cfg: AgentConfig, env_cfg: EnvConfig,
+               aux_weight: jax.Array) -> tuple[jax.Array, LossInfo]:
     """The batch loss of the module docstring. `out_tm1` leaves [B, ...] at the sampled
     pre-states (p = `position_tm1` [B], s = `scale_tm1` [B]); the next states' outputs [B, K,
     ...] (p'_a = `position_t` [B, K], s = `scale_t` [B]); y_tm1 [B] the aux targets;
-    discount_t [B, K]; `aux_weight` λ_aux (0 once the regression stops)."""
+    discount_t [B, K]; `aux_weight` λ_aux."""
     n_pos = position_t.shape[-1]
     chex.assert_shape([position_tm1, scale_tm1, scale_t, y_tm1], position_t.shape[:1])
     chex.assert_equal_shape([position_t, discount_t])
@@ -118,8 +116,8 @@ def model_loss(out_tm1: ModelOut, out_t_online: ModelOut, out_t_target: ModelOut
     c_tm1 = continuation(out_tm1)  # [B, K]
     chex.assert_shape(c_tm1, (position_t.shape[0], n_pos))
     td = jax.vmap(model_td)(c_tm1, q_value, q_select, discount_t)
-    mean_loss, second_loss = forecast_losses(out_tm1, y_tm1, weight_tm1)
-    loss = (weighted_mean(jnp.mean(huber(td, cfg.huber_delta), -1), weight_tm1)
+    mean_loss, second_loss = forecast_losses(out_tm1, y_tm1)
+    loss = (jnp.mean(jnp.mean(huber(td, cfg.huber_delta), -1))
             + aux_weight * (mean_loss + second_loss))
     q_tm1 = assemble(jax.lax.stop_gradient(out_tm1), position_tm1, scale_tm1, env_cfg,
                      cfg.reward_scale)
@@ -130,28 +128,18 @@ def model_loss(out_tm1: ModelOut, out_t_online: ModelOut, out_t_target: ModelOut
 def model_update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, position_tm1: jax.Array,
                  position_t: jax.Array, scale_tm1: jax.Array, scale_t: jax.Array,
                  y_tm1: jax.Array, discount_t: jax.Array, cfg: AgentConfig,
-                 env_cfg: EnvConfig, hp: HParams, weight_tm1: jax.Array | None = None,
-                 train_apply_fn=None,
-                 regressing: jax.Array | bool = True) -> tuple[TrainState, LossInfo]:
+                 env_cfg: EnvConfig, hp: HParams) -> tuple[TrainState, LossInfo]:
     """One gradient step of the model head (`model_loss`): obs_t holds the K next portfolios
-    [B, K, P] of each sample (one market row each); `train_apply_fn` (e.g. with dropout) as
-    in `agent.update`. With `regressing` False (a bool scalar: the regression stopped early,
-    `selection.regression_stop`) the forecasts' losses leave L and the parameters only they
-    train keep their values (`agent.hold_unreached`: μ̂'s and m̂₂'s head, their GRN and,
-    unless `td_to_encoder`, the market encoder), while C trains on."""
+    [B, K, P] of each sample (one market row each)."""
     out_t_target = apply_positions(apply_fn, state.target_params, obs_t)
     out_t_online = jax.lax.stop_gradient(apply_positions(apply_fn, state.params, obs_t))
-    always = regressing is True  # no early stopping: the program as it was without it
-    aux_weight = hp.aux_weight if always else jnp.where(regressing, hp.aux_weight, 0.0)
 
     def loss_fn(params):
-        out_tm1 = (train_apply_fn or apply_fn)(params, obs_tm1)
-        return model_loss(out_tm1, out_t_online, out_t_target, position_tm1, position_t,
-                          scale_tm1, scale_t, y_tm1, discount_t, cfg, env_cfg, aux_weight,
-                          weight_tm1)
+        return model_loss(apply_fn(params, obs_tm1), out_t_online, out_t_target, position_tm1,
+                          position_t, scale_tm1, scale_t, y_tm1, discount_t, cfg, env_cfg,
+                          hp.aux_weight)
 
-    return apply_loss(state, loss_fn, cfg, hp,
-                      hold=None if always else jnp.logical_not(regressing))
+    return apply_loss(state, loss_fn, cfg, hp)
 
 
 def greedy_actions(q: jax.Array, n_magnitudes: int) -> tuple[jax.Array, jax.Array]:

@@ -2,14 +2,8 @@
 
     GLU(x)    = σ(W₄x + b₄) ⊙ (W₅x + b₅)
     GRN(a, c) = LayerNorm(a' + GLU(W₁·ELU(W₂a + W₃c + b₂) + b₁)),  a' = a or a projection of a
-    VSN(x, c) = Σ_v w_v · GRN_v(e(x_v)),   w = softmax(GRN(flatten[GRN_v(e(x_v))]_v, c))
+    VSN(x, c) = Σ_v w_v · GRN_v(x_v),   w = softmax(GRN(flatten[GRN_v(x_v)]_v, c))
     Q_b(s, a) = V(s) + A_b(s, a) − mean_a' A_b(s, a')      for each branch b (BDQ)
-
-e(x_v) encodes each market variable (`NetConfig.embedding`): the scalar itself, or its
-piecewise-linear encoding (PLE, Gorishniy et al. 2022) over the fixed bins `PLE_EDGES` of the
-train-normalised value, beside the scalar: component j of T is min(1, max(0, (x − b_{j−1}) /
-(b_j − b_{j−1}))), the first without the floor and the last without the cap, so the
-encoding stays linear beyond the outer edges.
 
 Two heads (`NetConfig.q_head`, `make_network`):
 
@@ -64,23 +58,6 @@ class ModelOut:
     portfolio_weights: jax.Array  # [..., P]
 
 
-# Inner bin edges of the piecewise-linear encoding: the standard normal's octiles (the
-# variables are z-scores fit on the train segment), with outer edges at ±2.
-PLE_EDGES = (-2.0, -1.1503, -0.6745, -0.3186, 0.0, 0.3186, 0.6745, 1.1503, 2.0)
-
-
-def ple(x: jax.Array, edges: tuple[float, ...] = PLE_EDGES) -> jax.Array:
-    """Piecewise-linear encoding [..., T] of x [...] over `edges` (T + 1 of them), see the
-    module docstring: r_j = (x − b_{j−1}) / (b_j − b_{j−1}), e_1 = min(r_1, 1),
-    e_j = clip(r_j, 0, 1), e_T = max(r_T, 0)."""
-    lo, hi = jnp.asarray(edges[:-1], x.dtype), jnp.asarray(edges[1:], x.dtype)
-    r = (x[..., None] - lo) / (hi - lo)
-    inner = jnp.clip(r, 0.0, 1.0)
-    first = jnp.minimum(r[..., :1], 1.0)
-    last = jnp.maximum(r[..., -1:], 0.0)
-    return jnp.concatenate([first, inner[..., 1:-1], last], -1)
-
-
 def numerics(precision: str) -> tuple[jnp.dtype, jax.lax.Precision]:
     """(compute dtype, matmul precision) of a `NetConfig.precision`; params stay float32."""
     return {"tf32": (jnp.float32, jax.lax.Precision.DEFAULT),
@@ -105,14 +82,12 @@ class GLU(nn.Module):
 class GRN(nn.Module):
     """Gated residual network with optional context; output width `features`.
 
-    η₂ = ELU(W₂a + W₃c + b₂), η₁ = W₁η₂ + b₁, GRN = LayerNorm(skip(a) + GLU(dropout(η₁)))
-    (dropout at rate `dropout` where the TFT puts it; needs the `dropout` rng when > 0).
+    η₂ = ELU(W₂a + W₃c + b₂), η₁ = W₁η₂ + b₁, GRN = LayerNorm(skip(a) + GLU(η₁)).
     """
 
     features: int
     hidden: int | None = None
     precision: str = "tf32"
-    dropout: float = 0.0
 
     @nn.compact
     def __call__(self, a: jax.Array, context: jax.Array | None = None) -> jax.Array:
@@ -123,7 +98,6 @@ class GRN(nn.Module):
             h = h + nn.Dense(hidden, use_bias=False, dtype=dtype, precision=prec,
                              name="w3")(context)
         h = nn.Dense(hidden, dtype=dtype, precision=prec, name="w1")(jax.nn.elu(h))
-        h = nn.Dropout(self.dropout)(h, deterministic=self.dropout == 0.0)
         skip = a if a.shape[-1] == self.features else nn.Dense(
             self.features, dtype=dtype, precision=prec, name="skip")(a)
         glu = GLU(self.features, self.precision, name="glu")(h)
@@ -134,15 +108,11 @@ class VariableGRNs(nn.Module):
     """One GRN per scalar variable, computed for all variables at once.
 
     x [..., V] → embeddings [..., V, d]; the parameters carry a leading variable axis V, so
-    each variable has its own weights (equivalent to V separate GRNs with input width 1, or
-    1 + T with `embedding` "ple": the scalar beside its encoding `ple`); dropout on η₁ as in
-    `GRN`.
+    each variable has its own weights (equivalent to V separate GRNs with input width 1).
     """
 
     features: int
     precision: str = "tf32"
-    dropout: float = 0.0
-    embedding: str = "none"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -157,15 +127,11 @@ class VariableGRNs(nn.Module):
                 dtype)
 
         xv = x[..., None]  # [..., V, 1]
-        if self.embedding == "ple":
-            xv = jnp.concatenate([xv, ple(x)], -1)  # [..., V, 1 + T]
-        n_in = xv.shape[-1]
-        h = jax.nn.elu(dense("w2", n_in, xv, "...vi,vid->...vd"))
+        h = jax.nn.elu(dense("w2", 1, xv, "...vi,vid->...vd"))
         h = dense("w1", d, h, "...vi,vid->...vd")
-        h = nn.Dropout(self.dropout)(h, deterministic=self.dropout == 0.0)
         glu = jax.nn.sigmoid(dense("gate", d, h, "...vi,vid->...vd")) * dense(
             "value", d, h, "...vi,vid->...vd")
-        skip = dense("skip", n_in, xv, "...vi,vid->...vd")
+        skip = dense("skip", 1, xv, "...vi,vid->...vd")
         y = skip + glu
         y = y.astype(jnp.float32)  # LayerNorm statistics in float32
         mean = y.mean(-1, keepdims=True)
@@ -180,17 +146,14 @@ class VSN(nn.Module):
 
     features: int
     precision: str = "tf32"
-    dropout: float = 0.0
-    embedding: str = "none"
 
     @nn.compact
     def __call__(self, x: jax.Array,
                  context: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
-        emb = VariableGRNs(self.features, self.precision, self.dropout, self.embedding,
-                           name="variables")(x)  # [..., V, d]
+        emb = VariableGRNs(self.features, self.precision, name="variables")(x)  # [..., V, d]
         flat = emb.reshape(emb.shape[:-2] + (-1,))
         logits = GRN(x.shape[-1], hidden=self.features, precision=self.precision,
-                     dropout=self.dropout, name="selector")(flat, context)
+                     name="selector")(flat, context)
         weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
         out = jnp.einsum("...v,...vd->...d", weights, emb.astype(jnp.float32))
         return out.astype(emb.dtype), weights
@@ -222,34 +185,28 @@ def head(n: int, name: str, x: jax.Array, precision: str) -> jax.Array:
     return nn.Dense(n, dtype=dtype, precision=prec, name=name)(x).astype(jnp.float32)
 
 
-def encode(obs: Obs, cfg: NetConfig, dropout: float) -> tuple[jax.Array | None, jax.Array,
-                                                              jax.Array, jax.Array, jax.Array]:
+def encode(obs: Obs, cfg: NetConfig) -> tuple[jax.Array | None, jax.Array, jax.Array,
+                                              jax.Array, jax.Array]:
     """Both heads' encoder (called inside a compact module): the look-back context (or None),
     the market VSN's output and weights, the portfolio VSN's output and weights."""
     p = cfg.precision
     context = lookback_context(obs, cfg.context, p)
-    market, w_market = VSN(cfg.hidden, p, dropout, cfg.embedding, name="market_vsn")(
-        obs.market, context)
-    portfolio, w_port = VSN(cfg.hidden, p, dropout, name="portfolio_vsn")(obs.portfolio)
+    market, w_market = VSN(cfg.hidden, p, name="market_vsn")(obs.market, context)
+    portfolio, w_port = VSN(cfg.hidden, p, name="portfolio_vsn")(obs.portfolio)
     return context, market, w_market, portfolio, w_port
 
 
 class QNetwork(nn.Module):
-    """Branching dueling Q-network over the market and portfolio groups, with an aux head.
-
-    `dropout` (a static rate, default 0: the deterministic network every evaluation uses) drops
-    units of every GRN's η₁ while learning; with a rate > 0, `apply` needs
-    `rngs={"dropout": key}`. The parameters do not depend on it.
-    """
+    """Branching dueling Q-network over the market and portfolio groups, with an aux head."""
 
     cfg: NetConfig
     n_magnitudes: int
 
     @nn.compact
-    def __call__(self, obs: Obs, dropout: float = 0.0) -> QOut:
+    def __call__(self, obs: Obs) -> QOut:
         cfg, p = self.cfg, self.cfg.precision
-        context, market, w_market, portfolio, w_port = encode(obs, cfg, dropout)
-        trunk = GRN(cfg.trunk, precision=p, dropout=dropout, name="trunk")(
+        context, market, w_market, portfolio, w_port = encode(obs, cfg)
+        trunk = GRN(cfg.trunk, precision=p, name="trunk")(
             jnp.concatenate([market, portfolio], -1), context)
         value = head(1, "value", trunk, p)
         adv_dir = head(3, "adv_direction", trunk, p)
@@ -261,21 +218,21 @@ class QNetwork(nn.Module):
 
 class ModelQNetwork(nn.Module):
     """The model head's network (module docstring): forecasts μ̂, m̂₂ and the continuation's
-    branches; `dropout` as in `QNetwork`."""
+    branches."""
 
     cfg: NetConfig
     n_magnitudes: int
 
     @nn.compact
-    def __call__(self, obs: Obs, dropout: float = 0.0) -> ModelOut:
+    def __call__(self, obs: Obs) -> ModelOut:
         cfg, p = self.cfg, self.cfg.precision
-        context, market, w_market, portfolio, w_port = encode(obs, cfg, dropout)
-        forecast = GRN(cfg.trunk, precision=p, dropout=dropout, name="forecast")(market, context)
+        context, market, w_market, portfolio, w_port = encode(obs, cfg)
+        forecast = GRN(cfg.trunk, precision=p, name="forecast")(market, context)
         moments = head(2, "moments", forecast, p)
         enc, ctx = market, context
         if not cfg.td_to_encoder:
             enc, ctx = jax.lax.stop_gradient((market, context))
-        trunk = GRN(cfg.trunk, precision=p, dropout=dropout, name="trunk")(
+        trunk = GRN(cfg.trunk, precision=p, name="trunk")(
             jnp.concatenate([enc, portfolio], -1), ctx)
         value = head(1, "value", trunk, p)
         return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),

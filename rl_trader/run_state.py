@@ -17,7 +17,7 @@ from rl_trader.errors import InputError
 from rl_trader.metrics import information_coefficient, sharpe_of
 from rl_trader.population import Cohort
 from rl_trader.prepare import Prepared
-from rl_trader.selection import best_of, regression_stopped
+from rl_trader.selection import best_of
 from rl_trader.train import EpochMetrics, Runner
 
 MAGNITUDE_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)  # |position| bins: flat, (0, .25], …, (.75, 1]
@@ -64,8 +64,8 @@ def runner_fields() -> list[str]:
     return [f.name for f in dataclasses.fields(Runner)]
 
 
-# A member's training state before `Runner.regressing` (2026-12-02), when resume states did
-# not name their fields.
+# A member's training state as saved before 2026-12-02, when resume states did not name their
+# fields (refused: today's members hold other fields).
 RUNNER_BEFORE_FIELD_LIST = ["learner", "envs", "replay", "key", "env_steps", "bag_key"]
 
 
@@ -167,8 +167,7 @@ def fold_records(prep: Prepared, c: Cohort, records: Records, progress: Progress
     """Per-fold epoch history, every trial (an ensemble's validation Sharpe at an epoch), and
     the validation trial matrices, derived from the saved per-epoch arrays (so a resumed run
     derives exactly what an uninterrupted one would). Epochs from a fold's stop onwards are
-    not trials. `forecasts_regressing`: whether the chosen ensemble's forecasts still learned
-    in that epoch (`TrainConfig.forecast_patience`)."""
+    not trials."""
     ppy = prep.periods_per_year
     history: list[list[dict]] = [[] for _ in prep.folds]
     trials: list[dict] = []
@@ -183,11 +182,8 @@ def fold_records(prep: Prepared, c: Cohort, records: Records, progress: Progress
             trials += [{"fold": k, "epoch": epoch, "setting": c.groups[g].setting,
                         "seeds": c.n_seeds, "val_sharpe": val_sh[g]} for g in idx]
             val_matrix[k].append(val[idx])
-            ic = records.diagnostics.forecast_ic[:epoch, best]  # before this epoch trained
             history[k].append({"epoch": epoch, "val_sharpe": val_sh[best],
                                "setting": c.groups[best].setting,
-                               "forecasts_regressing": not regression_stopped(
-                                   ic, prep.cfg.train.forecast_patience),
                                **records.fold_means(epoch, c.members_of(k)),
                                **diagnostics_of(records.diagnostics, epoch, best)})
     return history, trials, val_matrix

@@ -9,8 +9,7 @@ learner, the parallel envs, the replay and the PRNG key; nothing survives from a
 a vmapped env step of all parallel envs, a replay write, `updates_per_step` gradient updates and
 the target EMA. The host sees the state only between epochs.
 `Trainer.train(key, fold, hp)` runs all epochs with validation and best-epoch selection inside
-one program (and, with `forecast_patience`, the forecasts' early stopping on their validation
-IC by the host loop's rule, `selection.regression_stop`), so folds × seeds can be `vmap`ped.
+one program, so folds × seeds can be `vmap`ped.
 `hp` are the learner's hyper-parameters (`agent.HParams`; `HParams.from_config(cfg.agent)`
 outside a population sweep).
 
@@ -18,10 +17,7 @@ A gradient update samples n-step windows from the replay and, with the generic h
 either the taken actions (`AgentConfig.backup = "taken"`, `agent.update`) or, from each
 window's first pre-step state, all K positions through the env's own step (`"all"`,
 `agent.full_action_update`); the model head (`NetConfig.q_head = "model"`) always backs up
-all K positions and fits its forecasts on the same pre-states (`model_q.model_update`). With
-`bootstrap_block > 0` (bagging) each sample's loss is weighted by its member's bootstrap
-weight of the sample's bar (`agent.bootstrap_weight`), so each member of an ensemble learns
-from its own resample of the train path while the envs still explore all of it.
+all K positions and fits its forecasts on the same pre-states (`model_q.model_update`).
 """
 
 from __future__ import annotations
@@ -35,11 +31,11 @@ from flax import struct
 
 from rl_trader import agent, env, model_q, replay
 from rl_trader.config import RunConfig
-from rl_trader.evaluate import Rollout, decision_targets, greedy_decide, rollout
+from rl_trader.evaluate import Rollout, greedy_decide, rollout
 from rl_trader.fold_data import FoldData, market_width, observe
-from rl_trader.metrics import information_coefficient, sharpe
+from rl_trader.metrics import sharpe
 from rl_trader.networks import ModelQNetwork, Obs, QNetwork, make_network
-from rl_trader.selection import improves, regression_stop
+from rl_trader.selection import improves
 
 
 def add_noise(key: jax.Array, obs: Obs, std: jax.Array) -> Obs:
@@ -48,10 +44,6 @@ def add_noise(key: jax.Array, obs: Obs, std: jax.Array) -> Obs:
     k_m, k_w = jax.random.split(key)
     return obs.replace(market=obs.market + std * jax.random.normal(k_m, obs.market.shape),
                        window=obs.window + std * jax.random.normal(k_w, obs.window.shape))
-
-
-BAG_STREAM = 0xBA6  # the bag key is fold_in(init key, BAG_STREAM): no other draw changes
-DROPOUT_STREAM = 0xD40  # an update's dropout key is fold_in(its noise key, DROPOUT_STREAM)
 
 
 @struct.dataclass
@@ -63,8 +55,6 @@ class Runner:
     replay: replay.Replay
     key: jax.Array
     env_steps: jax.Array  # int32: env steps taken per env since init (drives ε)
-    bag_key: jax.Array  # fixes this member's bootstrap of the train bars (bootstrap_block > 0)
-    regressing: jax.Array  # bool: the forecasts still regress (`forecast_patience` stops it)
 
 
 @struct.dataclass
@@ -112,9 +102,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         span = (end - 1 - start).astype(jnp.float32)
         i = jax.random.categorical(jax.random.fold_in(key, 1), jnp.log(span), shape=(n,))
         t0 = jax.random.randint(key, (n,), start[i], end[i] - 1)
-        # the DSR's B₀ from each instrument's own train bars only
-        b0 = jax.vmap(env.prior_second_moment, in_axes=(None, 0, 0))(fold.prices, start, end)
-        return jax.vmap(env.reset)(t0, env.episode_stop(t0, end[i], cfg.env), b0[i])
+        return jax.vmap(env.reset)(t0, env.episode_stop(t0, end[i], cfg.env))
 
     def env_step(runner: Runner, fold: FoldData,
                  epsilon: jax.Array | None) -> tuple[Runner, replay.Step]:
@@ -162,8 +150,7 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
                               terminated=jnp.bool_(False), last=jnp.bool_(False))
         runner = Runner(learner=agent.init_train_state(params, acfg), envs=envs,
                         replay=replay.init(example, acfg.replay_capacity, tcfg.n_envs),
-                        key=k_run, env_steps=jnp.int32(0),
-                        bag_key=jax.random.fold_in(key, BAG_STREAM), regressing=jnp.bool_(True))
+                        key=k_run, env_steps=jnp.int32(0))
         prefill = max(tcfg.prefill_steps, acfg.n_step)
 
         def random_step(r, _):
@@ -179,11 +166,6 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
         bar_tm1 = b.state_tm1.t
         port_tm1 = batch_portfolio(b.state_tm1, fold.prices)
         obs_tm1 = add_noise(k_noise, batch_observe(fold, bar_tm1, port_tm1), hp.obs_noise)
-        weight = (agent.bootstrap_weight(runner.bag_key, bar_tm1, acfg.bootstrap_block)
-                  if acfg.bootstrap_block else None)
-        train_apply = None if acfg.dropout == 0.0 else partial(
-            net.apply, dropout=acfg.dropout,
-            rngs={"dropout": jax.random.fold_in(k_noise, DROPOUT_STREAM)})
         y_tm1 = fold.aux_target[bar_tm1]
         if model or acfg.backup == "all":
             port_t, r_t, discount_t = jax.vmap(
@@ -194,17 +176,15 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
             learner, info = model_q.model_update(
                 runner.learner, net.apply, obs_tm1, obs_t, port_tm1[:, 0], port_t[..., 0],
                 fold.return_scale[bar_tm1], fold.return_scale[bar_tm1 + 1], y_tm1, discount_t,
-                acfg, cfg.env, hp, weight, train_apply,
-                runner.regressing if tcfg.forecast_patience else True)
+                acfg, cfg.env, hp)
         elif acfg.backup == "all":
             learner, info = agent.full_action_update(runner.learner, net.apply, obs_tm1, obs_t,
-                                                     r_t, discount_t, y_tm1, acfg, hp, weight,
-                                                     train_apply)
+                                                     r_t, discount_t, y_tm1, acfg, hp)
         else:
             obs_t = batch_observe(fold, b.bar_t, b.portfolio_t)
             learner, info = agent.update(runner.learner, net.apply, obs_tm1, obs_t,
                                          b.direction_tm1, b.magnitude_tm1, b.return_t,
-                                         b.discount_t, y_tm1, acfg, hp, weight, train_apply)
+                                         b.discount_t, y_tm1, acfg, hp)
         return runner.replace(learner=learner, key=key), info
 
     def epoch(runner: Runner, fold: FoldData,
@@ -233,10 +213,9 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
 
     def train(key: jax.Array, fold: FoldData, hp: agent.HParams) -> TrainResult:
         runner = init(key, fold)
-        val_targets = decision_targets(fold.aux_target, fold.val[0], val_steps)
 
         def one_epoch(carry, _):
-            runner, best_params, best_sharpe, best_epoch, i, stop = carry
+            runner, best_params, best_sharpe, best_epoch, i = carry
             runner, metrics = epoch(runner, fold, hp)
             acting = agent.policy_params(runner.learner, tcfg.eval_params)
             val = evaluate(jax.tree.map(lambda x: x[None], acting), fold, fold.val[0],
@@ -245,19 +224,13 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
             better = improves(s, best_sharpe)  # the one selection rule
             best_params = jax.tree.map(lambda a, b: jnp.where(better, a, b),
                                        acting, best_params)
-            if tcfg.forecast_patience:  # the forecasts' early stopping, as the host loop's
-                ic = information_coefficient(val.forecast, val_targets,
-                                             fold.val[1] - fold.val[0])
-                stop = regression_stop(ic, *stop, tcfg.forecast_patience)
-                runner = runner.replace(regressing=jnp.logical_not(stop[2]))
             carry = (runner, best_params, jnp.where(better, s, best_sharpe),
-                     jnp.where(better, i, best_epoch), i + 1, stop)
+                     jnp.where(better, i, best_epoch), i + 1)
             return carry, (s, metrics)
 
-        stop0 = (jnp.float32(-jnp.inf), jnp.int32(0), jnp.bool_(False))
         carry0 = (runner, runner.learner.params, jnp.float32(-jnp.inf), jnp.int32(0),
-                  jnp.int32(0), stop0)
-        (_, best, _, best_epoch, _, _), (val_sharpes, metrics) = jax.lax.scan(
+                  jnp.int32(0))
+        (_, best, _, best_epoch, _), (val_sharpes, metrics) = jax.lax.scan(
             one_epoch, carry0, None, length=tcfg.epochs)
         return TrainResult(best_params=best, best_epoch=best_epoch, val_sharpe=val_sharpes,
                            metrics=metrics)

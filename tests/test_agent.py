@@ -354,48 +354,6 @@ class QLossTest(chex.TestCase):
         np.testing.assert_allclose(loss_0(*batch)[0], td_part, rtol=1e-6)
 
 
-def test_bootstrap_weights_by_hand():
-    """Bagging weights: 0 or 2 per block of bars, one draw per block and key, mean 1."""
-    key = jax.random.PRNGKey(3)
-    bars = jnp.arange(40_000, dtype=jnp.int32)
-    w = np.asarray(jax.jit(agent.bootstrap_weight, static_argnums=2)(key, bars, 32))
-    assert set(np.unique(w)) == {0.0, 2.0}
-    blocks = w.reshape(-1, 32)
-    np.testing.assert_array_equal(blocks, blocks[:, :1] * np.ones((1, 32)))  # one per block
-    assert abs(blocks[:, 0].mean() - 1.0) < 0.05  # 1,250 blocks: E[w] = 1 ± 0.03 (1 sd)
-    # Fixed by the key, whatever the order of the samples; another key, another bag.
-    perm = np.random.default_rng(0).permutation(40_000)
-    np.testing.assert_array_equal(agent.bootstrap_weight(key, bars[perm], 32), w[perm])
-    other = np.asarray(agent.bootstrap_weight(jax.random.PRNGKey(4), bars, 32))
-    assert 0.4 < (other != w).mean() < 0.6
-
-
-def test_weighted_losses_drop_the_zero_weight_sample():
-    """Weights [2, 0]: the batch loss is the first sample's loss alone, for the taken-action
-    loss (hand values of QLossTest) and the full-action loss; weights [1, 1] change nothing."""
-    cfg = AgentConfig(huber_delta=1.0)
-    batch = hand_batch()
-    two_zero, ones = jnp.asarray([2.0, 0.0]), jnp.ones(2)
-    loss, info = agent.q_loss(*batch, cfg=cfg, aux_weight=0.1, weight_tm1=two_zero)
-    np.testing.assert_allclose(loss, 1.6 + 0.1 * 0.25, rtol=1e-6)  # (0.5 − 0)² = 0.25
-    np.testing.assert_allclose(info.aux_loss, 0.25, rtol=1e-6)
-    np.testing.assert_allclose(
-        agent.q_loss(*batch, cfg=cfg, aux_weight=0.1, weight_tm1=ones)[0],
-        agent.q_loss(*batch, cfg=cfg, aux_weight=0.1)[0], rtol=1e-6)
-
-    out_tm1, online, target, _, _, _, _, aux_target = batch
-    k = 2 * 4 + 1
-    r_t = jnp.linspace(-1.0, 3.0, 2 * k).reshape(2, k)
-    discount_t = jnp.full((2, k), 0.9)
-    nxt = lambda q: jax.tree.map(lambda x: jnp.repeat(x[:, None], k, 1), q)  # noqa: E731
-    args = (out_tm1, nxt(online), nxt(target), r_t, discount_t, aux_target, cfg, 0.1)
-    first = jax.tree.map(lambda x: x[:1], args[:6])
-    np.testing.assert_allclose(agent.full_action_loss(*args, weight_tm1=two_zero)[0],
-                               agent.full_action_loss(*first, cfg, 0.1)[0], rtol=1e-6)
-    np.testing.assert_allclose(agent.full_action_loss(*args, weight_tm1=ones)[0],
-                               agent.full_action_loss(*args)[0], rtol=1e-6)
-
-
 def test_aux_loss_gradient_reaches_market_vsn(qnet):
     net, params, _ = qnet
     obs_tm1, obs_t, a_dir, a_mag, r, discount, aux_target = make_batch(7)
@@ -514,9 +472,19 @@ def test_weight_decay_on_kernels_leaves_biases_and_norms(qnet):
 
 
 def test_hparams_fields_are_the_sweepable_names():
+    """`HParams` is declared field by field: its fields, in order, are `config.SWEEPABLE`
+    (the fields declared with `option(sweep=True)`), each a traced array, so neither can
+    drift from the other; `from_config` fills each from the config as float32."""
     from rl_trader.config import SWEEPABLE
 
-    assert tuple(agent.HParams.__dataclass_fields__) == SWEEPABLE
+    fields = dataclasses.fields(agent.HParams)
+    assert tuple(f.name for f in fields) == SWEEPABLE
+    assert all(f.type in ("jax.Array", jax.Array) for f in fields)
+    cfg = AgentConfig(learning_rate=3e-4, gamma=0.5)
+    hp = agent.HParams.from_config(cfg)
+    for name in SWEEPABLE:
+        value = getattr(hp, name)
+        assert value.dtype == jnp.float32 and value == np.float32(getattr(cfg, name)), name
 
 
 # --- full-action (counterfactual) backups ---------------------------------------------------
@@ -545,7 +513,7 @@ def pre_state(position):
     return env.EnvState(t=jnp.int32(1), stop=jnp.int32(2), equity=f(equity), units=f(u),
                         peak=f(max(1.0, equity)), entry_price=f(OPEN[1] if u else 0.0),
                         bars_in_position=f(1.0 if u else 0.0),
-                        last_cost=f(COST * abs(u) * OPEN[1]), dsr_a=f(0.0), dsr_b=f(1.0))
+                        last_cost=f(COST * abs(u) * OPEN[1]))
 
 
 def by_hand(position_tm1, close):

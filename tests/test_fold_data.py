@@ -70,17 +70,13 @@ def test_padding_changes_no_rollout_up_to_the_last_bar():
     assert ridge_a.alpha == ridge_b.alpha  # the same penalty chosen
 
 
-def test_observe_passes_the_portfolio_inputs_asked_for():
-    """`--portfolio-inputs no_returns` zeroes the unrealised return and the drawdown in every
-    observation and leaves the rest (market row, window, other portfolio features) as it is."""
+def test_observe_passes_the_portfolio_features_as_they_are():
+    """Every portfolio feature reaches the network unchanged; the window ends at the market
+    row."""
     cfg = tiny_config()
     data = prepare(cfg).fold_data(0)
     port = np.arange(1.0, 1.0 + len(env.PORTFOLIO_NAMES), dtype=np.float32)
     bar = int(data.train[0]) + cfg.features.lookback
-    hidden = dataclasses.replace(cfg.features, portfolio_inputs="no_returns")
-    full, some = observe(data, bar, port, cfg.features), observe(data, bar, port, hidden)
+    full = observe(data, bar, port, cfg.features)
     np.testing.assert_array_equal(np.asarray(full.portfolio), port)
-    np.testing.assert_array_equal(np.asarray(some.portfolio), [1.0, 0.0, 3.0, 0.0, 5.0])
-    np.testing.assert_array_equal(np.asarray(some.market), np.asarray(full.market))
-    np.testing.assert_array_equal(np.asarray(some.window), np.asarray(full.window))
     np.testing.assert_array_equal(np.asarray(full.window[-1]), np.asarray(full.market))

@@ -84,7 +84,6 @@ def test_checkpoints_and_export_carry_the_train_fit_normaliser(trained):
         assert (info["lookback"], info["first_valid"]) == (prep.cfg.features.lookback,
                                                            prep.features.first_valid)
         assert info["periods_per_year"] == prep.periods_per_year
-        assert info["portfolio_inputs"] == prep.cfg.features.portfolio_inputs == "all"
         path = run_dir / f"fold_{fold.index}" / "best_params.safetensors"
         header = safetensors_metadata(path)
         assert header == meta

@@ -64,9 +64,6 @@ def test_assembly_by_hand_for_every_held_and_target_position():
     a = np.asarray(POSITIONS)
     np.testing.assert_allclose(np.asarray(q_mv) - np.asarray(q), -0.09 * a**2 * np.ones((n, 1)),
                                atol=1e-5)
-    with pytest.raises(ValueError, match="path-dependent"):
-        assemble(out, jnp.asarray(POSITIONS), jnp.full((n,), 0.01),
-                 EnvConfig(magnitudes=(0.5, 1.0), reward="dsr"), 100.0)
 
 
 @pytest.mark.parametrize("reward", ["log", "mean_variance"])

@@ -112,8 +112,6 @@ def test_existing_run_dir_is_not_overwritten(smoke_run, capsys):
     (["--n-step", "0"], "--n-step"),
     (["--batch", "0"], "--batch"),
     (["--commission-bps", "-3"], "--commission-bps"),
-    (["--forecast-patience", "-1"], "--forecast-patience"),
-    (["--q-head", "generic", "--forecast-patience", "2"], "--forecast-patience"),
     (["--data", "/nonexistent/file.csv"], "no such file"),
     (["--data", "synthetic:nope"], "unknown"),
     (["--data", "synthetic:ar1:400", "--folds", "3"], "--folds"),

@@ -16,14 +16,12 @@ from rl_trader.config import NetConfig
 from rl_trader.networks import (
     GLU,
     GRN,
-    PLE_EDGES,
     VSN,
     ModelQNetwork,
     Obs,
     QNetwork,
     VariableGRNs,
     make_network,
-    ple,
 )
 
 SMALL = NetConfig(hidden=4, trunk=8, context=4)
@@ -150,30 +148,6 @@ def test_bar_level_inputs_have_no_window_context():
     assert n == expected_parameter_count(21, 1, 5, 4, 32, 64, 0)
 
 
-def test_ple_by_hand():
-    """Component j of T: (x − b_{j−1}) / (b_j − b_{j−1}) clipped to [0, 1], the first without
-    its floor and the last without its cap (linear beyond the outer edges)."""
-    edges = (-1.0, 0.0, 2.0)
-    x = jnp.asarray([-3.0, -0.5, 0.0, 1.0, 2.0, 5.0])
-    np.testing.assert_allclose(ple(x, edges), [[-2.0, 0.0], [0.5, 0.0], [1.0, 0.0],
-                                               [1.0, 0.5], [1.0, 1.0], [1.0, 2.5]])
-    enc = np.asarray(ple(jnp.linspace(-4, 4, 101)))  # the default edges: monotone, continuous
-    assert enc.shape == (101, len(PLE_EDGES) - 1) and np.all(np.diff(enc, axis=0) >= -1e-7)
-
-
-def test_ple_variable_grns_read_the_scalar_beside_its_encoding():
-    """embedding "ple": each variable's input is [x_v, ple(x_v)]; its embedding still depends
-    on its own variable alone."""
-    x = jnp.asarray(np.random.default_rng(5).normal(size=(6, 3)), jnp.float32)
-    vg = VariableGRNs(4, embedding="ple")
-    params = init_params(vg, x, seed=3)
-    assert params["params"]["w2_kernel"].shape == (3, len(PLE_EDGES), 4)  # 1 + T inputs
-    base = vg.apply(params, x)
-    moved = vg.apply(params, x.at[:, 1].add(0.7))
-    changed = np.abs(np.asarray(moved - base)).max((0, 2)) > 1e-6
-    np.testing.assert_array_equal(changed, [False, True, False])
-
-
 def test_model_network_outputs_and_the_stop_gradient():
     """The model head's outputs: μ̂, m̂₂ ≥ 0, the continuation's branches (magnitude advantages
     centred). Without `td_to_encoder` the continuation's gradient reaches neither the market
@@ -240,44 +214,6 @@ def test_grn_with_context_and_projection_matches_explicit_formula():
     got = jax.jit(grn.apply)(params, jnp.asarray(a, jnp.float32), jnp.asarray(c, jnp.float32))
     chex.assert_shape(got, (2, 3))
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-5)
-
-
-def test_grn_dropout_of_every_unit_leaves_the_glu_biases():
-    """Dropout acts on η₁ before the GLU: at a rate of (nearly) 1 every unit of η₁ is dropped,
-    so GRN(a) = LayerNorm(a + σ(b_gate) ⊙ b_value) whatever a's hidden path gives; at rate 0
-    the network is the deterministic one."""
-    a = np.random.default_rng(21).normal(size=(3, 4))
-    params = init_params(GRN(4), jnp.zeros((4,)), seed=22)
-    p = jax.tree.map(np.asarray, params["params"])
-    g = np_sigmoid(p["glu"]["gate"]["bias"]) * p["glu"]["value"]["bias"]
-    expected = np_layer_norm(a + g, p["norm"]["scale"], p["norm"]["bias"])
-    x = jnp.asarray(a, jnp.float32)
-    got = GRN(4, dropout=1.0 - 1e-7).apply(params, x, rngs={"dropout": jax.random.key(0)})
-    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-5)
-    np.testing.assert_array_equal(np.asarray(GRN(4, dropout=0.0).apply(params, x)),
-                                  np.asarray(GRN(4).apply(params, x)))
-
-
-def test_qnetwork_dropout_is_random_while_learning_and_absent_otherwise(qnet):
-    """The rate is an argument of the call, not a parameter: the same params serve both; a
-    learning call with a dropout key is a function of that key; without a rate the output is
-    the deterministic network's; a rate without a key is an error."""
-    apply, params = qnet
-    net = QNetwork(SMALL, M)
-    assert jax.tree.structure(jax.eval_shape(net.init, jax.random.key(0), make_obs(1))) == \
-        jax.tree.structure(params)
-    obs = make_obs(5, (8,))
-    learn = jax.jit(lambda k: net.apply(params, obs, dropout=0.3, rngs={"dropout": k}))
-    a, b, c = learn(jax.random.key(1)), learn(jax.random.key(1)), learn(jax.random.key(2))
-    chex.assert_trees_all_equal(a, b)
-    chex.assert_tree_all_finite(c)
-    assert not np.allclose(np.asarray(a.q_direction), np.asarray(c.q_direction))
-    det = apply(params, obs)
-    assert not np.allclose(np.asarray(a.q_direction), np.asarray(det.q_direction))
-    chex.assert_trees_all_close(jax.jit(lambda: net.apply(params, obs, dropout=0.0))(), det,
-                                rtol=1e-5, atol=1e-6)
-    with pytest.raises(Exception, match="dropout"):
-        jax.jit(lambda: net.apply(params, obs, dropout=0.3))()
 
 
 def test_grn_same_width_uses_identity_skip():

@@ -119,25 +119,47 @@ def test_the_model_head_refuses_what_it_cannot_do():
     assert parse("--q-head", "model", "--backup", "all").net.q_head == "model"
     with pytest.raises(InputError, match="option --backup='taken'.*with --q-head model"):
         parse("--q-head", "model", "--backup", "taken")
-    with pytest.raises(InputError, match="option --reward='dsr'.*with --q-head model"):
-        parse("--q-head", "model", "--reward", "dsr")
     assert parse("--lookback", "1").features.lookback == 1  # bar-level inputs
 
 
 @pytest.mark.parametrize("section, name, old, value", [
     ("agent", "sizing", "q", "forecast"), ("agent", "aux_noise", None, 0.0),
-    ("net", "linear_path", False, True)])
+    ("net", "linear_path", False, True), ("features", "portfolio_inputs", "all", "no_returns"),
+    ("agent", "bootstrap_block", 0, 32), ("agent", "dropout", 0.0, 0.2),
+    ("net", "embedding", "none", "ple"), ("train", "forecast_patience", 0, 2)])
 def test_removed_options_in_a_saved_config(section, name, old, value):
-    """The options issue 27 removed: a saved config holding the value every run had loads as
-    today's config; another value is refused in one line naming the field and its study."""
+    """The options issues 27 and 37 removed: a saved config holding the value every run had
+    loads as today's config; another value is refused in one line naming the field, its
+    study and docs/findings.md."""
     from rl_trader.config import config_from_dict
 
     saved = RunConfig().to_dict()
     saved[section][name] = old
     assert config_from_dict(saved) == RunConfig()
     saved[section][name] = value
-    with pytest.raises(InputError, match=f"{section}.{name}={value!r}, an option removed"):
+    with pytest.raises(InputError, match=f"{section}.{name}={value!r}, an option removed on "
+                       r"2026-12-0\d \(its results: stud") as err:
         config_from_dict(saved)
+    assert "\n" not in str(err.value) and "docs/findings.md" in str(err.value)
+
+
+def test_a_saved_dsr_reward_is_refused_and_its_eta_is_irrelevant_without_it():
+    """`--reward dsr` and `--dsr-eta` left with issue 37: a saved config with another reward
+    loads whatever its η (the DSR alone read it); a saved dsr reward is refused in one line."""
+    from rl_trader.config import config_from_dict
+
+    saved = RunConfig().to_dict()
+    for eta in (0.01, 0.2):
+        saved["env"]["dsr_eta"] = eta
+        assert config_from_dict(saved) == RunConfig()
+    saved["env"]["reward"] = "dsr"
+    with pytest.raises(InputError, match="env.reward='dsr', an option removed on 2026-12-03 "
+                       r"\(its results: study 3 .*env.reward in log, mean_variance") as err:
+        config_from_dict(saved)
+    assert "\n" not in str(err.value)
+    with pytest.raises(SystemExit):
+        parse("--reward", "dsr")
+
 
 def test_a_saved_boolean_tree_forecast_reads_as_its_mode():
     """`--tree-forecast` was a switch until 2026-12-02: a saved true is "on", false "off"."""

@@ -33,8 +33,7 @@ def tagged_state(bars):
     return env.EnvState(t=jnp.asarray(bars), stop=jnp.asarray(bars + 7),
                         equity=jnp.asarray(1.0 + tag), units=jnp.asarray(-tag),
                         peak=jnp.asarray(2.0 + tag), entry_price=jnp.asarray(3.0 + tag),
-                        bars_in_position=jnp.asarray(4.0 + tag), last_cost=jnp.asarray(tag / 8),
-                        dsr_a=jnp.asarray(tag / 16), dsr_b=jnp.asarray(5.0 + tag))
+                        bars_in_position=jnp.asarray(4.0 + tag), last_cost=jnp.asarray(tag / 8))
 
 
 def row(bars, rewards, last=None, terminated=None):

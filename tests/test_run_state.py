@@ -49,10 +49,12 @@ def test_a_resume_state_with_other_diagnostics_is_refused_in_one_line():
 
 
 def test_a_resume_state_of_another_training_state_is_refused_in_one_line():
-    """A state saved before the members' field list (before `Runner.regressing`), or with
-    other fields, is refused naming them, not read as a corrupt checkpoint."""
-    assert "regressing" in runner_fields()
-    for members in (None, ["learner", "key"]):
+    """A state saved before the members' field list, or with other fields (as those saved
+    with `bag_key` and `regressing` before issue 37), is refused naming them, not read as a
+    corrupt checkpoint."""
+    assert "regressing" not in runner_fields() and "bag_key" not in runner_fields()
+    before_37 = ["learner", "envs", "replay", "key", "env_steps", "bag_key", "regressing"]
+    for members in (None, ["learner", "key"], before_37):
         meta = {"diagnostics": diagnostics_fields()}
         if members is not None:
             meta["runner"] = members

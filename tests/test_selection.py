@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl_trader.selection import best_of, improves, regression_stop, regression_stopped
+from rl_trader.selection import best_of, improves
 
 NAN = float("nan")
 
@@ -38,35 +38,3 @@ def test_the_rule_is_the_same_traced_in_a_scan():
         return i_best
 
     assert int(running_best(scores)) == best_of(list(range(len(scores))), scores) == 2
-
-
-@pytest.mark.parametrize("history, patience, stopped", [
-    ([0.1, 0.2, 0.3], 1, False),  # rising every epoch
-    ([0.1, 0.2, 0.15], 1, True),  # one epoch without a rise
-    ([0.1, 0.2, 0.15], 2, False),
-    ([0.1, 0.2, 0.15, 0.2], 2, True),  # equal to the best is no rise
-    ([0.1, 0.05, 0.3], 1, True),  # once stopped, for good
-    ([NAN, NAN], 2, True),  # a constant forecast (IC NaN) never rises
-    ([0.1, 0.0, 0.0], 0, False),  # patience 0: never
-    ([], 1, False),
-])
-def test_the_regression_stops_after_patience_epochs_without_a_rise(history, patience, stopped):
-    assert regression_stopped(history, patience) is stopped
-
-
-def test_the_regression_stop_is_the_same_under_jit():
-    history = [0.1, 0.3, NAN, 0.2, 0.4]
-
-    @jax.jit
-    def fold(ics):
-        carry = (jnp.float32(-jnp.inf), jnp.int32(0), jnp.bool_(False))
-        flags = []
-        for i in range(ics.shape[0]):
-            carry = regression_stop(ics[i], *carry, 2)
-            flags.append(carry[2])
-        return jnp.stack(flags)
-
-    flags = np.asarray(fold(jnp.asarray(history, jnp.float32)))
-    host = [regression_stopped(history[:i + 1], 2) for i in range(len(history))]
-    np.testing.assert_array_equal(flags, host)
-    assert host == [False, False, False, True, True]

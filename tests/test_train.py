@@ -16,11 +16,9 @@ from helpers import tiny_config, unread_dropped
 from rl_trader import agent, model_q
 from rl_trader.agent import HParams
 from rl_trader.env import FLAT
-from rl_trader.evaluate import decision_targets
 from rl_trader.metrics import sharpe
 from rl_trader.prepare import prepare
-from rl_trader.run_state import forecast_ic
-from rl_trader.selection import best_of, regression_stopped
+from rl_trader.selection import best_of
 from rl_trader.train import Runner, jit_single, make_train
 
 CFG = tiny_config(n_envs=4)
@@ -91,65 +89,25 @@ def test_epoch_updates_and_stays_finite(setup):
     assert float(metrics.epsilon) < CFG.agent.eps_start
 
 
-# The forecasts' early stopping at its most eager: one epoch without a rise of the IC.
-PATIENT = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train, forecast_patience=1))
-
-
-@pytest.fixture(scope="module")
-def patient(setup):
-    """The early-stopping trainer: its pure functions and the same jitted (compiled once)."""
-    prep, _, _, val_len = setup
-    raw = make_train(unread_dropped(PATIENT), prep.periods_per_year, val_len)
-    return raw, jit_single(raw)
-
-
-def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup, patient):
+def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup):
     """`train(key, fold)` (all epochs in one program), vmapped over two seeds, gives each seed
     the host loop's validation Sharpes and best epoch (the host's rule): seeds train as
-    separate runs would. With `--forecast-patience 1`, so the program's early stopping of the
-    forecasts is the host's too (`selection.regression_stopped` on the validation IC)."""
-    prep, datas, _, val_len = setup
-    raw, trainer = patient
-    keys = jax.random.split(jax.random.PRNGKey(12), 2)  # the second's IC falls at epoch 1
-    batched = jax.jit(jax.vmap(raw.train, in_axes=(0, None, None)))(keys, datas[0], HP)
-    assert jnp.shape(batched.val_sharpe) == (2, PATIENT.train.epochs)
+    separate runs would."""
+    prep, datas, trainer, val_len = setup
+    keys = jax.random.split(jax.random.PRNGKey(12), 2)
+    batched = jax.jit(jax.vmap(trainer.train, in_axes=(0, None, None)))(keys, datas[0], HP)
+    assert jnp.shape(batched.val_sharpe) == (2, CFG.train.epochs)
     assert not np.allclose(batched.val_sharpe[0], batched.val_sharpe[1])  # two runs, not one
-    targets = decision_targets(datas[0].aux_target, int(datas[0].val[0]), prep.val_len)
-    stops = []
     for i, key in enumerate(keys):
-        runner, host, ics = trainer.init(key, datas[0]), [], []
-        for _ in range(PATIENT.train.epochs):
+        runner, host = trainer.init(key, datas[0]), []
+        for _ in range(CFG.train.epochs):
             runner, _ = trainer.epoch(runner, datas[0], HP)
             one = jax.tree.map(lambda x: x[None], runner.learner.params)  # an ensemble of one
             val = trainer.evaluate(one, datas[0], datas[0].val[0], val_len, key)
             host.append(float(sharpe(val.returns, prep.periods_per_year)))
-            ics.append(forecast_ic(np.asarray(val.forecast)[:prep.val_len], targets))
-            runner = runner.replace(regressing=jnp.bool_(not regression_stopped(ics, 1)))
-        stops.append(regression_stopped(ics[:-1], 1))  # stopped before the last epoch
         np.testing.assert_allclose(np.asarray(batched.val_sharpe[i]), host, rtol=1e-4,
                                    atol=1e-5)
         assert int(batched.best_epoch[i]) == best_of(list(range(len(host))), host)
-    assert any(stops), "no seed's forecasts stopped early: the test would not test it"
-
-
-def test_a_stopped_regression_holds_the_forecasts_while_the_continuation_learns(setup,
-                                                                                 patient):
-    """Once the forecasts stop regressing (`Runner.regressing` False) an epoch leaves μ̂'s and
-    m̂₂'s head, their GRN and the market encoder exactly as they were (no momentum tail, no
-    weight decay), and moves every leaf of the portfolio encoder and the continuation."""
-    _, datas, _, _ = setup
-    _, trainer = patient
-    runner = trainer.init(jax.random.PRNGKey(2), datas[0]).replace(regressing=jnp.bool_(False))
-    before = jax.tree.map(np.asarray, runner.learner.params["params"])
-    runner, metrics = trainer.epoch(runner, datas[0], HP)
-    chex.assert_tree_all_finite(metrics)
-    after = runner.learner.params["params"]
-    moved = {name: [bool(np.any(np.asarray(a) != b)) for a, b in
-                    zip(jax.tree.leaves(after[name]), jax.tree.leaves(before[name]), strict=True)]
-             for name in before}
-    held = {"market_vsn", "forecast", "moments"}
-    assert {n for n, m in moved.items() if not any(m)} == held
-    assert all(all(m) for n, m in moved.items() if n not in held), moved
 
 
 ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"))
@@ -188,18 +146,18 @@ def test_backup_all_trains_with_finite_metrics(setup):
 
 
 def test_the_model_head_trains_its_forecasts_and_acts_on_the_position_grid(setup):
-    """`--q-head model` (with the PLE encoding) end to end: the random prefill is the generic
-    head's (same key, same actions: the network is not read), epochs learn with finite
-    metrics, every target leaf moves under the EMA, and the greedy validation positions are
-    among the K positions."""
-    prep, datas, trainer, val_len = setup
-    cfg = dataclasses.replace(CFG, net=dataclasses.replace(CFG.net, q_head="model",
-                                                           embedding="ple"),
-                              agent=dataclasses.replace(CFG.agent, backup=None))
-    model = jit_single(make_train(unread_dropped(cfg), prep.periods_per_year, val_len))
+    """`--q-head model` (the default) end to end: the random prefill is the generic head's
+    (same key, same actions: the network is not read), epochs learn with finite metrics,
+    every target leaf moves under the EMA, and the greedy validation positions are among the
+    K positions."""
+    prep, datas, model, val_len = setup
+    cfg = CFG
+    assert cfg.net.q_head == "model"
+    generic = tiny_config(n_envs=4, generic=True)
     key = jax.random.PRNGKey(21)
     runner = model.init(key, datas[0])
-    plain = trainer.init(key, datas[0])
+    plain = jax.jit(make_train(unread_dropped(generic), prep.periods_per_year,
+                               val_len).init)(key, datas[0])
     np.testing.assert_array_equal(runner.replay.data.direction, plain.replay.data.direction)
     before = jax.tree.map(np.asarray, runner.learner.target_params)  # epochs donate the runner
     for _ in range(2):
@@ -211,41 +169,3 @@ def test_the_model_head_trains_its_forecasts_and_acts_on_the_position_grid(setup
     one = jax.tree.map(lambda x: x[None], runner.learner.params)
     pos = np.asarray(model.evaluate(one, datas[0], datas[0].val[0], val_len, key).position)
     assert np.all(np.isin(pos, np.asarray(model_q.position_fractions(cfg.env), np.float32)))
-
-
-def test_bagging_weights_each_sample_by_its_members_bag(setup):
-    """`--bootstrap-block` larger than the data: the whole train path is one block, so a member
-    whose bag drops it learns nothing (zero gradients every update) and one that keeps it
-    learns; the bag is fixed by the run key (`Runner.bag_key`)."""
-    prep, datas, _, val_len = setup
-    block = 10**6
-    bag = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, bootstrap_block=block))
-    trainer = jit_single(make_train(unread_dropped(bag), prep.periods_per_year, val_len))
-    keys = [jax.random.PRNGKey(i) for i in range(8)]
-    kept = [float(agent.bootstrap_weight(trainer.init(k, datas[0]).bag_key,
-                                         jnp.zeros(1, jnp.int32), block)[0]) for k in keys]
-    assert 0.0 in kept and 2.0 in kept
-    for k, w in ((keys[kept.index(0.0)], 0.0), (keys[kept.index(2.0)], 2.0)):
-        runner, metrics = trainer.epoch(trainer.init(k, datas[0]), datas[0], HP)
-        chex.assert_tree_all_finite(metrics)
-        assert (float(metrics.grad_norm) > 0) == (w > 0)
-
-
-def test_dropout_changes_the_updates_but_not_the_state_or_the_evaluation(setup):
-    """`--dropout`: the fresh state is the same as without it (no parameter, no draw of the
-    other streams changes), an epoch learns with finite metrics and other updates, and the
-    evaluation of given params is the deterministic network's."""
-    prep, datas, trainer, val_len = setup
-    drop = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, dropout=0.5))
-    dropper = jit_single(make_train(unread_dropped(drop), prep.periods_per_year, val_len))
-    key = jax.random.PRNGKey(13)
-    start = dropper.init(key, datas[0])  # the epoch donates its runner: one start each
-    chex.assert_trees_all_equal(start, trainer.init(key, datas[0]))
-    runner, metrics = dropper.epoch(start, datas[0], HP)
-    chex.assert_tree_all_finite((runner.learner, metrics))
-    plain, _ = trainer.epoch(trainer.init(key, datas[0]), datas[0], HP)
-    assert not np.allclose(np.asarray(jax.tree.leaves(runner.learner.params)[0]),
-                           np.asarray(jax.tree.leaves(plain.learner.params)[0]))
-    one = jax.tree.map(lambda x: x[None], runner.learner.params)
-    chex.assert_trees_all_equal(dropper.evaluate(one, datas[0], datas[0].val[0], val_len, key),
-                                trainer.evaluate(one, datas[0], datas[0].val[0], val_len, key))
