@@ -76,10 +76,10 @@ bench: $(SETUP)
 	$(PY) -m experiments.benchmark $(ARGS)
 
 report: $(SETUP)
-	$(PY) -m experiments.report $(RUN_DIR)
+	$(PY) -m rl_trader.cli report $(RUN_DIR)
 
 runs: $(SETUP)
-	$(PY) -m experiments.runs $(RUNS_DIR) $(ARGS)
+	$(PY) -m rl_trader.cli runs $(RUNS_DIR) $(ARGS)
 
 # Headless browser for tests/test_report.py (Debian's chromium); if it cannot be installed the
 # browser test skips itself with a message and the rest of the suite still runs.

@@ -33,15 +33,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.multi_fold import enable_compilation_cache
 from rl_trader import env
 from rl_trader.config import PRECISIONS, RunConfig, preset
+from rl_trader.runtime.compile_cache import enable_compilation_cache
 
 if TYPE_CHECKING:
-    from rl_trader.population import Cohort
-    from rl_trader.prepare import Prepared
+    from rl_trader.run.prepare import Prepared
+    from rl_trader.training.population import Cohort
 
-PROG = "python -m experiments.benchmark"  # in help and errors; rl_trader.cli passes its own
+PROG = "python -m experiments.benchmark"  # in help and errors
 
 
 def device_info() -> dict:
@@ -110,14 +110,13 @@ def population_setup(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
                      devices: int = 1) -> tuple[RunConfig, Prepared, Cohort, Any]:
     """`size` fresh members (fold 0 of `data_spec`, seeds 0..size−1), sharded over `devices`
     devices (size must be a multiple): (cfg, prep, cohort, runners), ready for `pop.epoch`."""
-    from rl_trader.population import build
-    from rl_trader.prepare import prepare
+    from rl_trader.run.prepare import build_cohort, prepare
 
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data_spec),
                               train=dataclasses.replace(cfg.train, seeds=size))
     prep = prepare(cfg)
     prep = dataclasses.replace(prep, folds=prep.folds[:1])  # fold 0, `size` seeds
-    cohort = build(prep, devices)
+    cohort = build_cohort(prep, devices)
     runners = jax.block_until_ready(cohort.pop.init(cohort.keys, cohort.data))
     return cfg, prep, cohort, runners
 
@@ -162,7 +161,7 @@ def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
 
 def run_peers(peers, n_steps: int) -> dict:
     """SB3 DQN vs rl_trader's agent on the embedded S&P 500, same env steps and updates."""
-    from rl_trader.prepare import prepare
+    from rl_trader.run.prepare import prepare
 
     cfg = preset("default")
     prep = prepare(cfg)

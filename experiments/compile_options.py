@@ -26,10 +26,10 @@ import jax
 import numpy as np
 from jax.experimental.compilation_cache import compilation_cache
 
-from rl_trader import population
 from rl_trader.config import PRESETS, RunConfig, preset
-from rl_trader.prepare import prepare
-from rl_trader.rundir import write_json
+from rl_trader.run.prepare import build_cohort, prepare
+from rl_trader.runtime.rundir import write_json
+from rl_trader.training import population
 
 
 class OptionSet(NamedTuple):
@@ -78,7 +78,7 @@ def measure(cfg: RunConfig, sets: dict[str, OptionSet],
     them, on one device) under each option set in `sets` (names of OPTION_SETS): compile and
     run seconds, and the outputs against the first set's (`bitwise_equal` None when that one
     failed to compile)."""
-    c = population.build(prepare(cfg))
+    c = build_cohort(prepare(cfg))
     trainer = c.pop.trainer
     runners = jax.block_until_ready(c.pop.init(c.keys, c.data))
     host = jax.tree.map(np.asarray, runners)

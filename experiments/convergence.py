@@ -60,10 +60,11 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.multi_fold import build_parser, config_from_args, enable_compilation_cache
+from rl_trader.cli.train import build_parser, config_from_args
 from rl_trader.errors import InputError
+from rl_trader.runtime.compile_cache import enable_compilation_cache
 
-PROG = "python -m experiments.convergence"  # in help and errors; rl_trader.cli passes its own
+PROG = "python -m experiments.convergence"  # in help and errors
 
 FAMILY = ("ar1_weak", "ar1_strong", "regime", "vol_regime", "cubic", "step", "vol_sign",
           "interaction", "slow_drift", "random_walk")
@@ -372,7 +373,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     parser = build_gate_parser(prog)
     args = parser.parse_args(argv)
     try:
-        from rl_trader.rundir import check_run_dir, write_json
+        from rl_trader.runtime.rundir import check_run_dir, write_json
 
         markets = check_options(args, parser.parse_args([]))
         enable_compilation_cache()
@@ -380,9 +381,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
 
         jax.config.update("jax_debug_nans", bool(args.debug_nans))
         base = config_from_args(argparse.Namespace(**{**vars(args), "data.path": None}))
-        from rl_trader.devices import describe_device
-        from rl_trader.experiment import run_experiment
-        from rl_trader.prepare import prepare
+        from rl_trader.run.experiment import run_experiment
+        from rl_trader.run.prepare import prepare
+        from rl_trader.runtime.devices import describe_device
 
         parent = Path(args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-convergence")
         out = Path(args.out) if args.out else parent / "gate.json"

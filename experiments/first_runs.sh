@@ -29,7 +29,7 @@ for name in cold warm other_length; do
   entries > "$runs/before"
   start=$(date +%s.%N)
   # shellcheck disable=SC2086
-  $PY -m experiments.multi_fold --folds 3 "${data[@]}" --run-dir "$runs/$name" ${ARGS:-} \
+  $PY -m rl_trader.cli.train --folds 3 "${data[@]}" --run-dir "$runs/$name" ${ARGS:-} \
     > "$out/$name.log" 2>&1
   wall=$(since "$start")
   new=$(entries | comm -13 "$runs/before" -)

@@ -4,7 +4,7 @@
         [--updates 5000] [--out forecast_probe.json] [main-job options]
 
 No RL: per fold, the model network's forecasts μ̂ and m̂₂ (`networks.ModelQNetwork`) are fit
-by the model head's regression losses alone (`model_q.forecast_losses`, summed; Adam with the
+by the model head's regression losses alone (`model_head.forecast_losses`, summed; Adam with the
 run's learning rate, weight decay and gradient clip, batches of the run's size drawn
 uniformly from the training rows `fold_data.training_bars`, Gaussian noise of each --noise
 level on the inputs), and the validation IC of μ̂ (its correlation with the next-bar target
@@ -27,7 +27,7 @@ import dataclasses
 import json
 import sys
 
-from experiments.multi_fold import build_parser, config_from_args
+from rl_trader.cli.train import build_parser, config_from_args
 from rl_trader.errors import InputError
 
 PROG = "python -m experiments.forecast_probe"
@@ -93,11 +93,11 @@ def network_ics(net, data, cfg, noise: float, updates: int,
     import jax.numpy as jnp
     import numpy as np
 
-    from rl_trader.agent import HParams, make_optimizer
+    from rl_trader.agent.learner import HParams, make_optimizer
+    from rl_trader.agent.model_head import forecast_losses
+    from rl_trader.data.fold_data import observe, training_bars
     from rl_trader.env import PORTFOLIO_NAMES
-    from rl_trader.fold_data import observe, training_bars
-    from rl_trader.model_q import forecast_losses
-    from rl_trader.run_state import forecast_ic
+    from rl_trader.run.run_state import forecast_ic
 
     port = jnp.zeros(len(PORTFOLIO_NAMES))  # a flat, fresh portfolio
     obs_of = jax.vmap(lambda t: observe(data, t, port, cfg.features))
@@ -137,11 +137,12 @@ def run(cfg, noises: list[float], updates: int) -> dict:
     import jax.numpy as jnp
     import numpy as np
 
-    from rl_trader import evaluate as ev
-    from rl_trader.gbm import fit_gbm
-    from rl_trader.networks import make_network
-    from rl_trader.prepare import prepare
-    from rl_trader.run_state import forecast_ic
+    from rl_trader.agent.networks import make_network
+    from rl_trader.baselines.gbm import fit_gbm
+    from rl_trader.baselines.ridge import fit_ridge
+    from rl_trader.baselines.rules import trailing_vol
+    from rl_trader.run.prepare import prepare
+    from rl_trader.run.run_state import forecast_ic
 
     prep = prepare(cfg)
     net = make_network(cfg.net, len(cfg.env.magnitudes))
@@ -151,10 +152,10 @@ def run(cfg, noises: list[float], updates: int) -> dict:
         bars = jnp.arange(int(data.val[0]) - 1, int(data.val[0]) - 1 + prep.val_len)
         at = np.asarray(bars)
         y_val = np.asarray(data.aux_target)[at]
-        ridge = ev.fit_ridge(data, prep.val_steps, cfg)
+        ridge = fit_ridge(data, prep.val_steps, cfg)
         ridge_hat = np.asarray(data.features)[at] @ np.asarray(ridge.beta)
         gbm_hat = np.asarray(fit_gbm(data, prep.val_steps, cfg).forecast.y_hat)[at]
-        vol = np.asarray(ev.trailing_vol(data.prices.close))[at]
+        vol = np.asarray(trailing_vol(data.prices.close))[at]
         fits = {str(n): network_ics(net, data, cfg, n, updates, bars) for n in noises}
         folds.append({"fold": k, "ridge_ic": forecast_ic(ridge_hat, y_val),
                       "gbm_ic": forecast_ic(gbm_hat, y_val),

@@ -31,8 +31,8 @@ import jax
 import numpy as np
 
 from experiments.benchmark import device_info, population_setup
-from experiments.multi_fold import enable_compilation_cache
 from rl_trader.config import PRECISIONS, preset
+from rl_trader.runtime.compile_cache import enable_compilation_cache
 
 PROG = "python -m experiments.kernel_profile"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The learner study of docs/learning.md: validation-only sweeps (experiments.sweep) of static
+# The learner studies of docs/studies/: validation-only sweeps (experiments.sweep) of static
 # learner options on tuning markets (data seeds < 1000, never scored by the gate).
 #   experiments/learner_study.sh OUT EPOCHS MARKET[@SEED][,...] NAME="OPTIONS" [NAME="OPTIONS" ...]
 # e.g. experiments/learner_study.sh out 10 ar1:5000:1,regime:5000:4@2 taken="" all="--backup all"
@@ -7,7 +7,7 @@
 # --data synthetic:A,synthetic:B,synthetic:C, A traded and scored.) PARALLEL=1 runs the
 # settings (NAME=...) as concurrent processes on one accelerator, each over every market;
 # PARALLEL=runs runs every (setting, market) as its own process, all at once (the studies of
-# docs/learning.md: 16 runs share one H200 in about 6 minutes), logs in OUT/<name>-<market>.log.
+# docs/studies/: 16 runs share one H200 in about 6 minutes), logs in OUT/<name>-<market>.log.
 # Writes OUT/<name>-<market>.json (experiments.sweep --out) and OUT/<name>-<market>.summary.json
 # (per-epoch validation records and learning diagnostics); run directories go to RUNS
 # (default OUT/runs).

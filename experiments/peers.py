@@ -42,10 +42,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader import env as tenv
-from rl_trader.agent import HParams
+from rl_trader.agent.learner import HParams
 from rl_trader.config import FeatureConfig, RunConfig
-from rl_trader.fold_data import FoldData, market_width, observe
-from rl_trader.train import jit_single, make_train
+from rl_trader.data.fold_data import FoldData, market_width, observe
+from rl_trader.training.train import jit_single, make_train
 
 # --------------------------------------------------------------------------- shared helpers
 
@@ -69,7 +69,7 @@ def rl_trader_param_count(cfg: RunConfig, prep, seed: int = 0) -> int:
     """Parameters of rl_trader's Q-network for `cfg` (from `make_train(...).init`)."""
     trainer = make_train(cfg, prep.periods_per_year, prep.val_len)
     n_feat = len(prep.market_names)
-    from rl_trader.networks import Obs
+    from rl_trader.agent.networks import Obs
 
     dummy = Obs(market=jnp.zeros((n_feat,)),
                 window=jnp.zeros((cfg.features.lookback, n_feat)),

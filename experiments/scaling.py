@@ -3,7 +3,7 @@
     python -m experiments.scaling [--sizes 256,1024,4096] [--layouts 1,4,4x1] [--steps 500]
                                   [--epochs 2] [--out scaling.json]
 
-Each (layout, population) runs `experiments.multi_fold` in fresh processes on synthetic AR(1)
+Each (layout, population) runs `rl_trader.cli.train` in fresh processes on synthetic AR(1)
 bars: F folds × S seeds × P / (F·S) learning rates (a sweep, as a large population usually
 is), E epochs of `--steps` env steps. A layout is `D` (one process driving D devices) or
 `NxD` (N processes of D devices each, joined by `jax.distributed` over loopback; on GPUs
@@ -79,7 +79,7 @@ def run_layout(procs: int, devs: int, args: list[str], run_dir: Path,
     """Run the job as `procs` processes of `devs` devices; (worst return code, stderr tail).
     A process that fails stops the others; past `timeout` seconds all stop (code 124)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RL_TRADER_JAX_CACHE": "off"}
-    cmd = [sys.executable, "-m", "experiments.multi_fold", *args, "--run-dir", str(run_dir)]
+    cmd = [sys.executable, "-m", "rl_trader.cli.train", *args, "--run-dir", str(run_dir)]
     port = _free_port()
     logs = [tempfile.TemporaryFile("w+") for _ in range(procs)]  # a pipe could fill and block
     popen = []

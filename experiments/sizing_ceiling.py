@@ -31,7 +31,7 @@ import numpy as np
 from rl_trader import env as tenv
 from rl_trader.config import EnvConfig
 from rl_trader.data.synthetic import MARKETS, generate
-from rl_trader.metrics import sharpe_of
+from rl_trader.evaluation.metrics import sharpe_of
 
 MARKET_NAMES = ("ar1_weak", "ar1", "ar1_strong", "vol_regime")
 LAMBDAS = (0.1, 0.3, 1.0)

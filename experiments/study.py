@@ -29,7 +29,7 @@ and the means over every ensemble of every RUN_DIR given, which is what a study'
 run seed, fold and setting, and prints the paired difference of the gap to buy-and-hold at the
 largest cut E, Δ = (sharpe@E − buy_hold) − (sharpe@E − buy_hold)_ref: its mean, its standard
 error s/√n, the mean in standard errors, and in how many pairs it is > 0 (the rules of
-docs/learning.md read these); the same for the forecast's `ic` where both have it. Where the
+docs/studies/ read these); the same for the forecast's `ic` where both have it. Where the
 rows have `ic` and `ridge_ic`, the paired `ic − ridge_ic` is printed too.
 """
 
@@ -44,8 +44,8 @@ import numpy as np
 
 from experiments.sweep import split_half_picks, split_half_ratio
 from rl_trader.errors import InputError
-from rl_trader.metrics import sharpe
-from rl_trader.selection import best_of
+from rl_trader.evaluation.metrics import sharpe
+from rl_trader.evaluation.selection import best_of
 
 
 def study_rows(run_dir: Path, cuts: list[int], ppy: float) -> list[dict]:

@@ -3,7 +3,7 @@
     python -m experiments.sweep --data synthetic:ar1 --sweep gamma=0.99,0.9 \
         --sweep obs_noise=0,0.5 [--seeds 4] [--epochs E] [--run-dir DIR] [--out sweep.json]
 
-Trains folds × settings × seeds as one population exactly as `experiments.multi_fold` does
+Trains folds × settings × seeds as one population exactly as `rl_trader.cli.train` does
 (the seeds of a setting act as one ensemble), but scores nothing on test. Prints, per setting,
 the validation Sharpe of every fold at the main job's selection (the best epoch of that
 setting's ensemble) and their mean, and writes them as JSON. The run directory keeps the
@@ -33,17 +33,18 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from experiments.multi_fold import build_parser, config_from_args, enable_compilation_cache
+from rl_trader.cli.train import build_parser, config_from_args
 from rl_trader.errors import InputError
+from rl_trader.runtime.compile_cache import enable_compilation_cache
 
-PROG = "python -m experiments.sweep"  # in help and errors; rl_trader.cli passes its own
+PROG = "python -m experiments.sweep"  # in help and errors
 
 
 def position_val_returns(position: np.ndarray, cfg, prep) -> list[np.ndarray]:
     """Per-bar validation returns per fold of a fixed target `position` [bars] (same fills and
     costs as the agent)."""
-    from rl_trader.evaluate import oracle_rollout
-    from rl_trader.fold_data import pad_bars
+    from rl_trader.baselines.oracle import oracle_rollout
+    from rl_trader.data.fold_data import pad_bars
 
     position = pad_bars(np.asarray(position, np.float32))
     folds = [prep.fold_data(k) for k in range(len(prep.folds))]
@@ -55,8 +56,9 @@ def ridge_val(cfg, prep) -> tuple[list[np.ndarray], list[float]]:
     """The ridge baseline on each fold's validation block (fit on train, its penalty chosen on
     the same validation block, as in every run's scoring): per-bar returns and the
     information coefficient of its forecast (`run_state.forecast_ic`), beside the agent's."""
-    from rl_trader.evaluate import decision_targets, fit_ridge, ridge_decide, rollout
-    from rl_trader.run_state import forecast_ic
+    from rl_trader.baselines.ridge import fit_ridge, ridge_decide
+    from rl_trader.evaluation.rollout import decision_targets, rollout
+    from rl_trader.run.run_state import forecast_ic
 
     returns, ics = [], []
     for k in range(len(prep.folds)):
@@ -79,7 +81,7 @@ def oracle_val_returns(cfg, prep) -> list[np.ndarray] | None:
 def split_half_picks(returns: np.ndarray, ppy: float) -> list[tuple[int, slice]]:
     """For halves (A, B) and (B, A) of the bars of `returns` [epoch, bar]: the epoch with the
     best Sharpe on the first half of the pair, and the other half, where it is scored."""
-    from rl_trader.metrics import sharpe
+    from rl_trader.evaluation.metrics import sharpe
 
     half = returns.shape[1] // 2
     halves = (slice(0, half), slice(half, None))
@@ -105,7 +107,7 @@ def split_half_ratio(returns: np.ndarray, oracle: np.ndarray, ppy: float) -> flo
     ensemble, `oracle` [bar]: for halves (A, B) and (B, A) of the bars, e* = argmax_e
     Sharpe(returns[e, A]) and the ratio is Sharpe(returns[e*, B]) / Sharpe(oracle[B]); the
     mean of the two directions."""
-    from rl_trader.metrics import sharpe
+    from rl_trader.evaluation.metrics import sharpe
 
     return float(np.mean([float(sharpe(returns[best, score], ppy) / sharpe(oracle[score], ppy))
                           for best, score in split_half_picks(returns, ppy)]))
@@ -121,10 +123,10 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         enable_compilation_cache()
         cfg = config_from_args(args)
         refuse_gate_data(cfg.data.path)
-        from rl_trader.devices import describe_device
-        from rl_trader.experiment import run_experiment
-        from rl_trader.metrics import sharpe
-        from rl_trader.prepare import prepare
+        from rl_trader.evaluation.metrics import sharpe
+        from rl_trader.run.experiment import run_experiment
+        from rl_trader.run.prepare import prepare
+        from rl_trader.runtime.devices import describe_device
 
         prep = prepare(cfg)
         run_dir = Path(args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-sweep")

@@ -2,7 +2,7 @@
 
 Every field is declared once, with `option(...)`: its default, its help text, its command-line
 flag (default `--field-name`), its allowed choices and whether a population may sweep it. The
-CLI (`rl_trader.options`) and the sweepable names (`SWEEPABLE`) are derived from these
+CLI (`rl_trader.cli.options`) and the sweepable names (`SWEEPABLE`) are derived from these
 declarations; the learner's traced hyper-parameters (`agent.HParams`) declare one field per
 sweepable name, which a test keeps equal.
 
@@ -186,7 +186,7 @@ class AgentConfig:
 
     Defaults chosen by validation Sharpe on the planted-signal market `synthetic:ar1`
     (experiments.sweep; docs/benchmarks.md), `weight_decay_on` by study 7 on tuning draws of
-    `vol_regime`, `ar1` and `regime` (docs/learning.md). Test blocks were not looked at.
+    `vol_regime`, `ar1` and `regime` (docs/findings.md). Test blocks were not looked at.
     """
 
     learning_rate: float = option(1e-4, "Adam learning rate", flag="--lr", sweep=True)
@@ -269,9 +269,9 @@ class TrainConfig:
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
-    # 427 = the settings looked at to choose the defaults, counted in docs/learning.md.
+    # 427 = the settings looked at to choose the defaults, counted in docs/findings.md.
     prior_trials: int = option(427, "trials looked at outside this run (e.g. the settings tried "
-                               "to choose its defaults: docs/learning.md), added to the DSR's "
+                               "to choose its defaults: docs/findings.md), added to the DSR's "
                                "count of trials")
 
     def validate(self) -> None:
@@ -341,7 +341,7 @@ def program_config(cfg: RunConfig) -> RunConfig:
     the seed and the sweep's values (inputs of the programs, not part of them). Every other
     field stays, read by a program or not, so no field that shapes a program can be left out.
     Programs made once per process are keyed on it (`population.programs`,
-    `evaluate.jit_per_program`); the tests trace those programs with the dropped fields made
+    `rollout.jit_per_program`); the tests trace those programs with the dropped fields made
     unreadable (`tests/helpers.unread_dropped`), so a program that reads one fails them."""
     return dataclasses.replace(cfg, data=DataConfig(), folds=FoldConfig(), seed=0, sweep=())
 

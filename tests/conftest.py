@@ -2,10 +2,10 @@
 
 Most of the suite's time on a CPU is XLA compiling the training programs. Tests that train
 the same configuration (`helpers.TINY_ARGS`) compile the same programs, whether they call
-`main` in this process or start `python -m experiments.multi_fold` in a subprocess; with one
+`main` in this process or start `python -m rl_trader.cli.train` in a subprocess; with one
 cache directory for the session (RL_TRADER_JAX_CACHE, read by
-`experiments.multi_fold.enable_compilation_cache` and inherited by subprocesses) each program
-is compiled once. The directory starts empty, as on a CI machine, unless RL_TRADER_JAX_CACHE
+`runtime.compile_cache.enable_compilation_cache` and inherited by subprocesses) each program is
+compiled once. The directory starts empty, as on a CI machine, unless RL_TRADER_JAX_CACHE
 is already set (a warm directory of your own, or `off`). Under pytest-xdist each worker has its
 own directory (its own temporary tree). (One directory shared by the workers, tried on
 2026-12-01, saved no measurable time: the workers mostly compile different configurations;
@@ -37,18 +37,21 @@ run does not end waiting on one of them.
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
 # The modules that take longest on a 2-core CPU (seconds in a full run, measured 2026-12-02),
 # slowest first.
-SLOW_FIRST = ("test_reliability",  # ~120: four subprocesses, the first compiling
-              "test_multihost",  # ~120: two processes killed and resumed, no compile cache
-              "test_devices",  # ~90: 4 fake devices, its own programs
-              "test_train",  # ~90
-              "test_compile_options", "test_scaling", "test_learning", "test_prepare",
-              "test_gbm", "test_inference", "test_multi_fold", "test_buckets", "test_agent",
-              "test_checkpoint", "test_sweep", "test_networks", "test_convergence")
+SLOW_FIRST = ("end_to_end/test_reliability",  # ~120: four subprocesses, the first compiling
+              "end_to_end/test_multihost",  # ~120: two processes killed and resumed
+              "runtime/test_devices",  # ~90: 4 fake devices, its own programs
+              "training/test_train",  # ~90
+              "experiments/test_compile_options", "experiments/test_scaling",
+              "end_to_end/test_learning", "run/test_prepare", "baselines/test_gbm",
+              "run/test_inference", "cli/test_train", "data/test_buckets", "agent/test_learner",
+              "run/test_checkpoint", "experiments/test_sweep", "agent/test_networks",
+              "experiments/test_convergence")
 
 
 TEST_XLA_FLAGS = {"xla_backend_optimization_level": "0",
@@ -97,7 +100,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Slowest modules first (`SLOW_FIRST`), the rest in their usual order."""
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
+    tests = Path(__file__).parent
+    items.sort(key=lambda item: rank.get(item.path.relative_to(tests).with_suffix("").as_posix(),
+                                         len(rank)))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl_trader.agent.networks import Obs
+from rl_trader.cli.options import config_from_args, run_parser
 from rl_trader.config import RunConfig
-from rl_trader.networks import Obs
-from rl_trader.options import config_from_args, run_parser
 
 F, L, P = 3, 5, 5  # market vars, look-back, portfolio vars of the small test networks
 

@@ -1,17 +1,24 @@
-"""The package's layout: no import cycles, and data flows one way (data never imports model)."""
+"""The package's layout: sub-packages by stage, imports pointing one way, no cycles.
+
+Stages, lowest first (`STAGES`): a module may import the base modules (`config`, `env`,
+`errors`) and modules of its own stage or an earlier one, never a later stage. So preparing
+data never pulls in the network, the yardstick (`evaluation`) knows no learner, and only the
+run's orchestration and the command line sit on top of everything.
+"""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
 import rl_trader
 
 PACKAGE = Path(rl_trader.__file__).parent
-DATA_LAYER = ("rl_trader.data", "rl_trader.data.loader", "rl_trader.data.synthetic",
-              "rl_trader.features", "rl_trader.folds", "rl_trader.fold_data", "rl_trader.env")
-MODEL_LAYER = ("rl_trader.networks", "rl_trader.agent", "rl_trader.replay", "rl_trader.train",
-               "rl_trader.population", "rl_trader.experiment")
+BASE = ("rl_trader.config", "rl_trader.env", "rl_trader.errors")
+STAGES = ("runtime", "data", "evaluation", "agent", "training", "baselines", "report", "run",
+          "cli")
 
 
 def module_name(path: Path) -> str:
@@ -38,10 +45,36 @@ def imports() -> dict[str, set[str]]:
     return graph
 
 
-def test_the_graph_sees_the_whole_package():
+def stage(module: str) -> int:
+    """The stage index of a module; −1 for the base modules. The package itself is of the first
+    stage: importing it turns on reproducible kernels (`runtime.reproducible`) before JAX loads."""
+    if module in BASE:
+        return -1
+    if module == "rl_trader":
+        return 0
+    return STAGES.index(module.split(".")[1])
+
+
+def test_every_module_is_in_a_stage():
     graph = imports()
-    assert {"rl_trader.experiment", "rl_trader.data.synthetic", "rl_trader.networks"} <= set(graph)
-    assert "rl_trader.prepare" in graph["rl_trader.experiment"]
+    assert {"rl_trader.run.experiment", "rl_trader.data.synthetic",
+            "rl_trader.agent.networks"} <= set(graph)
+    flat = [m for m in graph if m not in BASE + ("rl_trader",)
+            and m.split(".")[1] not in STAGES]
+    assert not flat, f"modules outside the stages {STAGES}: {flat}"
+
+
+def test_imports_point_one_way():
+    graph = imports()
+    upward = sorted(f"{m} imports {n}" for m, deps in graph.items() for n in deps
+                    if stage(n) > stage(m))
+    assert not upward, "\n".join(upward)
+
+
+def test_base_modules_import_only_each_other():
+    graph = imports()
+    for m in BASE:
+        assert graph[m] <= set(BASE), (m, graph[m] - set(BASE))
 
 
 def test_no_import_cycles():
@@ -61,20 +94,10 @@ def test_no_import_cycles():
             visit(m, [])
 
 
-def test_the_data_layer_does_not_import_the_model():
-    graph = imports()
-    for m in DATA_LAYER:
-        assert not graph[m] & set(MODEL_LAYER), (m, graph[m] & set(MODEL_LAYER))
-
-
-def test_only_the_command_line_reaches_up_to_experiments():
-    """`rl_trader.cli` dispatches to `experiments` (the layer above the package), by name and
-    only when run; no other module imports experiments, and no module imports the cli."""
-    graph = imports()
-    assert not [m for m, deps in graph.items() if "rl_trader.cli" in deps]
+def test_the_package_never_imports_experiments():
+    """`experiments` holds research scripts above the package; the installed package runs
+    without it, and imports nothing by a name computed at run time."""
     for path in PACKAGE.rglob("*.py"):
-        if module_name(path) == "rl_trader.cli":
-            continue
         tree = ast.parse(path.read_text())
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
@@ -82,3 +105,49 @@ def test_only_the_command_line_reaches_up_to_experiments():
                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
         assert not {n for n in names if n.split(".")[0] == "experiments"}, path
         assert "import_module" not in calls, path
+
+
+@pytest.mark.xfail(strict=True, reason="issue 37 item 2, open: the heads are not yet behind one "
+                   "protocol (training, evaluation, inference and networks read q_head)")
+def test_nothing_outside_the_heads_branches_on_the_q_head():
+    """Each Q-head lives in its own module behind one protocol (`agent.heads`): no other module
+    reads `q_head` to choose what to do."""
+    heads = {"heads.py", "model_head.py", "generic_head.py"}
+    readers = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+               if p.name not in heads and p.name != "config.py"
+               and any(isinstance(n, ast.Attribute) and n.attr == "q_head"
+                       for n in ast.walk(ast.parse(p.read_text())))]
+    assert not readers, readers
+
+
+MAX_LINES = 80  # a function longer than this is two functions
+MAX_PARAMS = 8  # in the learner (`agent`, `training`): more means a missing dataclass
+LEARNER = ("agent", "training")
+
+
+def functions():
+    """(module path, function node) for every function and method in the package."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield path.relative_to(PACKAGE), node
+
+
+@pytest.mark.xfail(strict=True, reason="issue 37 item 3, open: make_train is 152 lines")
+def test_functions_are_short():
+    long = [f"{p}:{f.lineno} {f.name} ({f.end_lineno - f.lineno + 1} lines)"
+            for p, f in functions() if f.end_lineno - f.lineno + 1 > MAX_LINES]
+    assert not long, long
+
+
+@pytest.mark.xfail(strict=True, reason="issue 37 item 3, open: the losses and updates take their "
+                   "batch as loose arrays (model_update: 13 parameters)")
+def test_learner_functions_take_few_parameters():
+    many = []
+    for p, f in functions():
+        a = f.args
+        n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs)
+        n -= bool(a.args) and a.args[0].arg in ("self", "cls")
+        if p.parts[0] in LEARNER and n > MAX_PARAMS:
+            many.append(f"{p}:{f.lineno} {f.name} ({n} parameters)")
+    assert not many, many

@@ -44,24 +44,30 @@ def test_the_documents_name_the_main_targets():
 
 
 def _parser_of(module: str) -> argparse.ArgumentParser:
+    if module == "multi_fold":  # the design card's name of `rl-trader train`
+        return importlib.import_module("rl_trader.cli.train").build_parser()
     mod = importlib.import_module(f"experiments.{module}")
     return (mod.build_gate_parser if module == "convergence" else mod.build_parser)()
 
 
 def check_command(argv: list[str]) -> str:
-    """Parse one recipe line as its program would; the experiments module it runs (or the
-    program's name)."""
+    """Parse one recipe line as its program would; the experiments module or `rl-trader`
+    command it runs (or the program's name)."""
     if "-m" not in argv:
         return Path(argv[0]).name
     module = argv[argv.index("-m") + 1]
     rest = argv[argv.index("-m") + 2:]
+    if module == "rl_trader.cli":  # `rl-trader COMMAND`: the command's own parser
+        name, rest = rest[0], rest[1:]
+        importlib.import_module(f"rl_trader.cli.{name}").build_parser().parse_args(rest)
+        return name
     if not module.startswith("experiments."):  # pytest, ruff: tools of their own
         return module
     name = module.removeprefix("experiments.")
     parser = _parser_of(name)
     args = parser.parse_args(rest)  # argparse exits 2 on an invalid line
     if name == "multi_fold":
-        from rl_trader.options import config_from_args
+        from rl_trader.cli.options import config_from_args
 
         config_from_args(args)
     elif name == "convergence":

@@ -1,0 +1,247 @@
+"""The Q-networks: Temporal Fusion Transformer parts with branching heads (Flax Linen).
+
+    GLU(x)    = σ(W₄x + b₄) ⊙ (W₅x + b₅)
+    GRN(a, c) = LayerNorm(a' + GLU(W₁·ELU(W₂a + W₃c + b₂) + b₁)),  a' = a or a projection of a
+    VSN(x, c) = Σ_v w_v · GRN_v(x_v),   w = softmax(GRN(flatten[GRN_v(x_v)]_v, c))
+    Q_b(s, a) = V(s) + A_b(s, a) − mean_a' A_b(s, a')      for each branch b (BDQ)
+
+Two heads (`NetConfig.q_head`, `make_network`):
+
+- `QNetwork` ("generic"): the branching dueling Q-network, Q_direction [3] and Q_magnitude [M],
+  and an auxiliary next-bar-return head ŷ, all learnt by TD (the aux head by regression).
+- `ModelQNetwork` ("model"): the parts of a Q-function built on the known reward
+  (`model_head` assembles it): forecasts of the next bar's normalised log return μ̂ and of its
+  square m̂₂ = softplus(·) ≥ 0 from a forecast GRN on the market encoding, and a continuation
+  over the next position as a branching dueling head on a trunk over the market and
+  portfolio encodings, W(d, m) = V + Ã_dir(d) + [d ≠ flat]·Ã_mag(m), Ã the centred
+  advantages. Unless `NetConfig.td_to_encoder`, the trunk reads the market encoding through
+  a stop-gradient: the continuation's TD loss then trains the trunk and the portfolio VSN,
+  and only the regressions train the market encoder.
+
+Inputs (leading batch axes allowed): market variables [..., F] at bar t, the look-back window
+[..., L, F] (bars t−L+1 … t), portfolio variables [..., P]. With L > 1 the window is summarised
+into a context vector that conditions the market VSN, the trunk and the forecasts; with L = 1
+(bar-level inputs) the window is the market row itself and there is no context.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from rl_trader.config import NetConfig
+from rl_trader.data.fold_data import Obs
+
+
+@struct.dataclass
+class QOut:
+    """The generic network's outputs; leading axes follow the input's."""
+
+    q_direction: jax.Array  # [..., 3]  (short, flat, long)
+    q_magnitude: jax.Array  # [..., M]
+    aux: jax.Array  # [...]  predicted next-bar return (normalised units)
+    market_weights: jax.Array  # [..., F]  VSN selection weights (sum to 1)
+    portfolio_weights: jax.Array  # [..., P]
+
+
+@struct.dataclass
+class ModelOut:
+    """The model head's outputs (`ModelQNetwork`); leading axes follow the input's."""
+
+    aux: jax.Array  # [...] μ̂: the next bar's log return forecast (normalised units, ×1/s)
+    second_moment: jax.Array  # [...] m̂₂ ≥ 0: forecast of its square (normalised units²)
+    w_direction: jax.Array  # [..., 3] V + centred direction advantages (continuation)
+    w_magnitude: jax.Array  # [..., M] centred magnitude advantages (continuation)
+    market_weights: jax.Array  # [..., F]
+    portfolio_weights: jax.Array  # [..., P]
+
+
+def numerics(precision: str) -> tuple[jnp.dtype, jax.lax.Precision]:
+    """(compute dtype, matmul precision) of a `NetConfig.precision`; params stay float32."""
+    return {"tf32": (jnp.float32, jax.lax.Precision.DEFAULT),
+            "fp32": (jnp.float32, jax.lax.Precision.HIGHEST),
+            "bf16": (jnp.bfloat16, jax.lax.Precision.DEFAULT)}[precision]
+
+
+class GLU(nn.Module):
+    """Gated linear unit: σ(W₄x) ⊙ (W₅x), output width `features`."""
+
+    features: int
+    precision: str = "tf32"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        dtype, prec = numerics(self.precision)
+        gate = nn.Dense(self.features, dtype=dtype, precision=prec, name="gate")(x)
+        value = nn.Dense(self.features, dtype=dtype, precision=prec, name="value")(x)
+        return jax.nn.sigmoid(gate) * value
+
+
+class GRN(nn.Module):
+    """Gated residual network with optional context; output width `features`.
+
+    η₂ = ELU(W₂a + W₃c + b₂), η₁ = W₁η₂ + b₁, GRN = LayerNorm(skip(a) + GLU(η₁)).
+    """
+
+    features: int
+    hidden: int | None = None
+    precision: str = "tf32"
+
+    @nn.compact
+    def __call__(self, a: jax.Array, context: jax.Array | None = None) -> jax.Array:
+        hidden = self.hidden or self.features
+        dtype, prec = numerics(self.precision)
+        h = nn.Dense(hidden, dtype=dtype, precision=prec, name="w2")(a)
+        if context is not None:
+            h = h + nn.Dense(hidden, use_bias=False, dtype=dtype, precision=prec,
+                             name="w3")(context)
+        h = nn.Dense(hidden, dtype=dtype, precision=prec, name="w1")(jax.nn.elu(h))
+        skip = a if a.shape[-1] == self.features else nn.Dense(
+            self.features, dtype=dtype, precision=prec, name="skip")(a)
+        glu = GLU(self.features, self.precision, name="glu")(h)
+        return nn.LayerNorm(dtype=dtype, name="norm")(skip + glu)
+
+
+class VariableGRNs(nn.Module):
+    """One GRN per scalar variable, computed for all variables at once.
+
+    x [..., V] → embeddings [..., V, d]; the parameters carry a leading variable axis V, so
+    each variable has its own weights (equivalent to V separate GRNs with input width 1).
+    """
+
+    features: int
+    precision: str = "tf32"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        n_vars, d = x.shape[-1], self.features
+        init = nn.initializers.lecun_normal(batch_axis=(0,))
+        dtype, prec = numerics(self.precision)
+
+        def dense(name: str, n_in: int, h: jax.Array, eq: str) -> jax.Array:
+            w = self.param(f"{name}_kernel", init, (n_vars, n_in, d))
+            b = self.param(f"{name}_bias", nn.initializers.zeros, (n_vars, d))
+            return jnp.einsum(eq, h.astype(dtype), w.astype(dtype), precision=prec) + b.astype(
+                dtype)
+
+        xv = x[..., None]  # [..., V, 1]
+        h = jax.nn.elu(dense("w2", 1, xv, "...vi,vid->...vd"))
+        h = dense("w1", d, h, "...vi,vid->...vd")
+        glu = jax.nn.sigmoid(dense("gate", d, h, "...vi,vid->...vd")) * dense(
+            "value", d, h, "...vi,vid->...vd")
+        skip = dense("skip", 1, xv, "...vi,vid->...vd")
+        y = skip + glu
+        y = y.astype(jnp.float32)  # LayerNorm statistics in float32
+        mean = y.mean(-1, keepdims=True)
+        var = ((y - mean) ** 2).mean(-1, keepdims=True)
+        scale = self.param("norm_scale", nn.initializers.ones, (n_vars, d))
+        bias = self.param("norm_bias", nn.initializers.zeros, (n_vars, d))
+        return ((y - mean) * jax.lax.rsqrt(var + 1e-6) * scale + bias).astype(dtype)
+
+
+class VSN(nn.Module):
+    """Variable selection network over one feature group; returns (output [..., d], w [..., V])."""
+
+    features: int
+    precision: str = "tf32"
+
+    @nn.compact
+    def __call__(self, x: jax.Array,
+                 context: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+        emb = VariableGRNs(self.features, self.precision, name="variables")(x)  # [..., V, d]
+        flat = emb.reshape(emb.shape[:-2] + (-1,))
+        logits = GRN(x.shape[-1], hidden=self.features, precision=self.precision,
+                     name="selector")(flat, context)
+        weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+        out = jnp.einsum("...v,...vd->...d", weights, emb.astype(jnp.float32))
+        return out.astype(emb.dtype), weights
+
+
+def lookback_context(obs: Obs, width: int, precision: str) -> jax.Array | None:
+    """The look-back window [..., L, F] summarised as ELU(Dense(flatten)) [..., width], or None
+    at L = 1 (bar-level inputs: the window is the market row itself)."""
+    if obs.window.shape[-2] == 1:
+        return None
+    dtype, prec = numerics(precision)
+    window = obs.window.reshape(obs.window.shape[:-2] + (-1,))
+    return jax.nn.elu(nn.Dense(width, dtype=dtype, precision=prec, name="lookback")(window))
+
+
+def with_context(x: jax.Array, context: jax.Array | None) -> jax.Array:
+    """x beside the look-back context, when there is one."""
+    return x if context is None else jnp.concatenate([x, context], -1)
+
+
+def centred(adv: jax.Array) -> jax.Array:
+    """Advantages minus their mean over the last axis (the dueling identification)."""
+    return adv - adv.mean(-1, keepdims=True)
+
+
+def head(n: int, name: str, x: jax.Array, precision: str) -> jax.Array:
+    """A Dense head of `n` outputs, returned in float32 (called inside a compact module)."""
+    dtype, prec = numerics(precision)
+    return nn.Dense(n, dtype=dtype, precision=prec, name=name)(x).astype(jnp.float32)
+
+
+def encode(obs: Obs, cfg: NetConfig) -> tuple[jax.Array | None, jax.Array, jax.Array,
+                                              jax.Array, jax.Array]:
+    """Both heads' encoder (called inside a compact module): the look-back context (or None),
+    the market VSN's output and weights, the portfolio VSN's output and weights."""
+    p = cfg.precision
+    context = lookback_context(obs, cfg.context, p)
+    market, w_market = VSN(cfg.hidden, p, name="market_vsn")(obs.market, context)
+    portfolio, w_port = VSN(cfg.hidden, p, name="portfolio_vsn")(obs.portfolio)
+    return context, market, w_market, portfolio, w_port
+
+
+class QNetwork(nn.Module):
+    """Branching dueling Q-network over the market and portfolio groups, with an aux head."""
+
+    cfg: NetConfig
+    n_magnitudes: int
+
+    @nn.compact
+    def __call__(self, obs: Obs) -> QOut:
+        cfg, p = self.cfg, self.cfg.precision
+        context, market, w_market, portfolio, w_port = encode(obs, cfg)
+        trunk = GRN(cfg.trunk, precision=p, name="trunk")(
+            jnp.concatenate([market, portfolio], -1), context)
+        value = head(1, "value", trunk, p)
+        adv_dir = head(3, "adv_direction", trunk, p)
+        adv_mag = head(self.n_magnitudes, "adv_magnitude", trunk, p)
+        aux = head(1, "aux", with_context(market, context), p)[..., 0]
+        return QOut(q_direction=value + centred(adv_dir), q_magnitude=value + centred(adv_mag),
+                    aux=aux, market_weights=w_market, portfolio_weights=w_port)
+
+
+class ModelQNetwork(nn.Module):
+    """The model head's network (module docstring): forecasts μ̂, m̂₂ and the continuation's
+    branches."""
+
+    cfg: NetConfig
+    n_magnitudes: int
+
+    @nn.compact
+    def __call__(self, obs: Obs) -> ModelOut:
+        cfg, p = self.cfg, self.cfg.precision
+        context, market, w_market, portfolio, w_port = encode(obs, cfg)
+        forecast = GRN(cfg.trunk, precision=p, name="forecast")(market, context)
+        moments = head(2, "moments", forecast, p)
+        enc, ctx = market, context
+        if not cfg.td_to_encoder:
+            enc, ctx = jax.lax.stop_gradient((market, context))
+        trunk = GRN(cfg.trunk, precision=p, name="trunk")(
+            jnp.concatenate([enc, portfolio], -1), ctx)
+        value = head(1, "value", trunk, p)
+        return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),
+                        w_direction=value + centred(head(3, "adv_direction", trunk, p)),
+                        w_magnitude=centred(head(self.n_magnitudes, "adv_magnitude", trunk, p)),
+                        market_weights=w_market, portfolio_weights=w_port)
+
+
+def make_network(cfg: NetConfig, n_magnitudes: int) -> QNetwork | ModelQNetwork:
+    """The network of `cfg.q_head`."""
+    cls = ModelQNetwork if cfg.q_head == "model" else QNetwork
+    return cls(cfg, n_magnitudes)

@@ -1,0 +1,1 @@
+"""The baselines every run is scored beside: simple rules, ridge, gbm, oracles."""

@@ -1,0 +1,276 @@
+"""The gradient-boosted-trees baseline: the model a quant tries first on the same features.
+
+scikit-learn's `HistGradientBoostingRegressor` of ridge's target (`FoldData.aux_target`, the
+next bar's log return over its train std) on ridge's features (the bar-t market variables,
+normalised on train), fit on ridge's rows (`training_bars`: train bars whose next bar is in
+the same training range). The number of leaves (`GBM_LEAVES`) and of boosting iterations
+(`GBM_ITERATIONS` up to `--gbm-iterations`, the staged predictions of one fit per leaf count)
+are chosen by the validation Sharpe of its position rule, clip(ŷ / s, −1, 1) with s the root
+mean square of ŷ over the fitted rows (`baselines.ridge.forecast_position`), traded through the env
+with the run's costs, as ridge's penalty is: the first best on ties. Only train and validation
+bars are read; the fit is deterministic (fixed `random_state`, no early stopping, no subsampling).
+
+With `--tree-forecast on` the same trees become one more market variable of the agent
+(`with_tree_forecast`), cross-fitted on the train segment so that no train bar's value comes
+from trees fit on that bar. With `--tree-forecast validation` a fold's network sees them only
+where they trade its validation block better than ridge does (`choose_tree_forecast`): a
+choice made on validation, as the baselines' own settings are; elsewhere the column is zero.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+from rl_trader.baselines.ridge import Forecast, forecast_val_sharpes
+from rl_trader.config import GBM_ITERATIONS, RunConfig
+from rl_trader.data.features import Normaliser, fit_normaliser, normalise
+from rl_trader.data.fold_data import FoldData, training_bars
+from rl_trader.errors import InputError
+from rl_trader.runtime.compile_watch import unwatched
+
+GBM_LEAVES = (4, 8, 16)  # max_leaf_nodes per tree
+LEARNING_RATE = 0.05
+MIN_SAMPLES_LEAF = 40  # rows per leaf at least: a few thousand noisy rows per fold
+CROSS_FIT_BLOCKS = 5  # contiguous blocks of the train segment in `cross_fitted_forecast`
+TREES_FILE = "gbm_trees.pkl"  # a fold's trees (`save_trees`), where its column is used
+
+
+@dataclass(frozen=True)
+class GbmFit:
+    """The chosen forecast and what chose it."""
+
+    forecast: Forecast  # ŷ at every bar [T_b] (float32) and its scale s
+    leaves: int
+    iterations: int
+    val_sharpe: np.ndarray  # [len(GBM_LEAVES), I] per-bar validation Sharpe, I iteration counts
+    # the chosen leaf count's regressor, fit to the largest iteration count (`predict_trees`)
+    model: object = field(default=None, compare=False, repr=False)
+
+
+def _trees(leaves: int, iterations: int):
+    """An unfitted regressor of the module's settings."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    return HistGradientBoostingRegressor(
+        max_iter=iterations, max_leaf_nodes=leaves, learning_rate=LEARNING_RATE,
+        min_samples_leaf=MIN_SAMPLES_LEAF, early_stopping=False, random_state=0)
+
+
+def candidate_iterations(cfg: RunConfig) -> tuple[int, ...]:
+    """The boosting iterations the validation choice is among: `GBM_ITERATIONS` up to
+    `cfg.train.gbm_iterations`."""
+    return tuple(n for n in GBM_ITERATIONS if n <= cfg.train.gbm_iterations)
+
+
+def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
+    """Fit on train, choose leaves and iterations on validation (module docstring);
+    `val_steps` as for `baselines.ridge.fit_ridge`."""
+    x = np.asarray(data.features, np.float64)
+    y = np.asarray(data.aux_target, np.float64)
+    rows = np.asarray(training_bars(data))
+    counts = candidate_iterations(cfg)
+    keep = set(counts)
+    y_hats, models = [], []
+    for leaves in GBM_LEAVES:
+        model = _trees(leaves, counts[-1])
+        model.fit(x[rows], y[rows])
+        models.append(model)
+        y_hats += [p for i, p in enumerate(model.staged_predict(x), 1) if i in keep]
+    y_hat = np.stack(y_hats).astype(np.float32)  # [C, T_b]
+    scale = np.maximum(np.sqrt(np.mean(y_hat[:, rows] ** 2, axis=1)), 1e-12).astype(np.float32)
+    sharpes = np.asarray(forecast_val_sharpes(Forecast(y_hat=y_hat, scale=scale), data,
+                                              val_steps, cfg), np.float64)
+    best = int(np.argmax(np.where(np.isnan(sharpes), -np.inf, sharpes)))
+    n_it = len(counts)
+    return GbmFit(forecast=Forecast(y_hat=y_hat[best], scale=scale[best]),
+                  leaves=GBM_LEAVES[best // n_it], iterations=counts[best % n_it],
+                  val_sharpe=sharpes.reshape(len(GBM_LEAVES), n_it), model=models[best // n_it])
+
+
+def predict_trees(model, iterations: int, features: np.ndarray) -> np.ndarray:
+    """ŷ [T] (float64) of `model`'s first `iterations` boosting iterations on `features`
+    [T, F] (the normalised market variables): `GbmFit.forecast.y_hat` on a fold's own bars."""
+    x = np.asarray(features, np.float64)
+    for i, y_hat in enumerate(model.staged_predict(x), 1):
+        if i == iterations:
+            return y_hat
+    raise ValueError(f"the trees hold fewer than {iterations} iterations")
+
+
+def save_trees(path: Path, fit: GbmFit) -> None:
+    """`fit`'s regressor, pickled to `path` (written to a temporary file, then renamed) for
+    acting on new bars (`load_trees`); the sklearn version is checked on load."""
+    import sklearn
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        pickle.dump({"sklearn": sklearn.__version__, "iterations": fit.iterations,
+                     "model": fit.model}, fh)
+    os.replace(tmp, path)
+
+
+def load_trees(path: Path):
+    """(regressor, iterations) saved by `save_trees`; InputError naming the file when it is
+    missing, unreadable or from another scikit-learn version. A pickle runs code when loaded:
+    only a run directory one trusts should be acted on."""
+    import sklearn
+
+    try:
+        with open(path, "rb") as fh:
+            saved = pickle.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"{path}: not found: the run's trees (its tree forecast) are "
+                         "missing") from None
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
+        raise InputError(f"{path}: cannot read the run's trees: {err}") from None
+    if saved.get("sklearn") != sklearn.__version__:
+        raise InputError(f"{path}: trees saved by scikit-learn {saved.get('sklearn')}, this "
+                         f"is {sklearn.__version__}: install that version to act on new bars")
+    return saved["model"], int(saved["iterations"])
+
+
+@dataclass(frozen=True)
+class TreeForecastChoice:
+    """Whether a fold's network sees the trees' forecast, what decided it (per-bar
+    validation Sharpes, the baselines' selection criterion) and, where used, the column's
+    train-segment normaliser (`with_tree_forecast`: what acting on new bars needs)."""
+
+    used: bool
+    gbm_val_sharpe: float  # the gbm baseline's best over its leaves and iterations
+    ridge_val_sharpe: float | None  # ridge's best over its penalties (None: not compared)
+    column_mean: float | None = None
+    column_std: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """One line for the run's log, e.g. 'used (validation Sharpe a bar: gbm 0.051 > ridge
+        0.032)'."""
+        if self.ridge_val_sharpe is None:
+            return f"used (gbm validation Sharpe a bar {self.gbm_val_sharpe:.3f})"
+        verdict = ("used", ">") if self.used else ("zero", "<=")
+        return (f"{verdict[0]} (validation Sharpe a bar: gbm {self.gbm_val_sharpe:.3f} "
+                f"{verdict[1]} ridge {self.ridge_val_sharpe:.3f})")
+
+
+def _best(sharpes: np.ndarray) -> float:
+    """The best of candidate Sharpes, NaN (a flat candidate) counting as −∞."""
+    return float(np.max(np.where(np.isnan(sharpes), -np.inf, sharpes)))
+
+
+def choose_tree_forecast(mode: str, fit: GbmFit,
+                         ridge_val_sharpe: np.ndarray | None) -> TreeForecastChoice:
+    """`--tree-forecast` in a fold: "on" always uses the column; "validation" uses it iff
+    max gbm validation Sharpe > max ridge validation Sharpe (`ridge_val_sharpe`: ridge's
+    per-penalty Sharpes, `baselines.ridge.RidgeFit.val_sharpe`), i.e. where the trees find more on
+    validation than a linear forecast of the same features does."""
+    gbm_best = _best(np.asarray(fit.val_sharpe, np.float64))
+    if mode == "on":
+        return TreeForecastChoice(used=True, gbm_val_sharpe=gbm_best, ridge_val_sharpe=None)
+    ridge_best = _best(np.asarray(ridge_val_sharpe, np.float64))
+    return TreeForecastChoice(used=gbm_best > ridge_best, gbm_val_sharpe=gbm_best,
+                              ridge_val_sharpe=ridge_best)
+
+
+def cross_fit_blocks(data: FoldData) -> list[tuple[int, int]]:
+    """The train segment [a, b) cut into `CROSS_FIT_BLOCKS` contiguous half-open blocks of
+    (nearly) equal length."""
+    a, b = (int(v) for v in np.asarray(data.train))
+    edges = np.linspace(a, b, CROSS_FIT_BLOCKS + 1).round().astype(int)
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+
+
+def cross_fitted_forecast(data: FoldData, fit: GbmFit, gap: int) -> np.ndarray:
+    """The trees' forecast ŷ at every bar [T_b] (float64), no train bar's from trees fit on it.
+
+    The train segment [a, b) is cut into `CROSS_FIT_BLOCKS` contiguous blocks B_j = [l_j, h_j);
+    ŷ on B_j comes from trees of `fit`'s leaves and iterations fit on the training rows
+    (`training_bars`) outside [l_j − gap, h_j + gap) (`gap`: the fold's purge gap, so no row
+    next to the block, whose next-bar target overlaps the block's bars, is fit on); every
+    other bar's ŷ is `fit`'s own, from all training rows. Only train rows are fit on."""
+    x = np.asarray(data.features, np.float64)
+    y = np.asarray(data.aux_target, np.float64)
+    rows = np.asarray(training_bars(data))
+    y_hat = np.asarray(fit.forecast.y_hat, np.float64).copy()
+    t = np.arange(len(y))
+    for lo, hi in cross_fit_blocks(data):
+        use = rows & ((t < lo - gap) | (t >= hi + gap))
+        model = _trees(fit.leaves, fit.iterations).fit(x[use], y[use])
+        y_hat[lo:hi] = model.predict(x[lo:hi])
+    return y_hat
+
+
+def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float,
+                       choice: TreeForecastChoice) -> tuple[FoldData, TreeForecastChoice]:
+    """`data` with the cross-fitted forecast (`cross_fitted_forecast`) as its
+    `tree_forecast` column [T_b, 1], normalised with its train-segment mean and std and
+    clipped to ±`clip` as the other market variables are, and `choice` with that mean and
+    std; a `choice` not used: a column of zeros (a constant, which tells the network
+    nothing), so every fold has the same variables."""
+    if not choice.used:
+        zeros = jnp.zeros((data.features.shape[0], 1), jnp.float32)
+        return data.replace(tree_forecast=zeros), choice
+    y_hat = cross_fitted_forecast(data, fit, gap)[:, None]
+    a, b = (int(v) for v in np.asarray(data.train))
+    norm = fit_normaliser(y_hat, a, b)
+    choice = replace(choice, column_mean=float(norm.mean[0]), column_std=float(norm.std[0]))
+    return data.replace(tree_forecast=jnp.asarray(normalise(y_hat, norm, clip))), choice
+
+
+def tree_column(choice: dict, trees: tuple | None, features: np.ndarray,
+                clip: float) -> np.ndarray:
+    """The tree-forecast column [T, 1] (float32) of new bars for a fold whose choice is
+    `choice` (`TreeForecastChoice.to_dict`, as saved): zeros where it was not used, else
+    the saved trees' (`load_trees`) forecast normalised with the column's saved train
+    statistics and clipped, as `with_tree_forecast` made it on the fold's val and test bars."""
+    if not choice["used"]:
+        return np.zeros((len(features), 1), np.float32)
+    model, iterations = trees
+    y_hat = predict_trees(model, iterations, features)[:, None]
+    norm = Normaliser(mean=np.asarray([choice["column_mean"]], np.float32),
+                      std=np.asarray([choice["column_std"]], np.float32))
+    return normalise(y_hat, norm, clip)
+
+
+def _unwatched_fit(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
+    with unwatched():
+        return fit_gbm(data, val_steps, cfg)
+
+
+class GbmFits:
+    """Every fold's `fit_gbm` (`data`: the folds' FoldData), each made once. With `background`
+    (an accelerator run: `experiment.host_is_idle`) they are made one after another on a host
+    thread started here, while the run trains, so that scoring need not wait for the trees: a
+    fit reads only a fold's train and validation bars and the run's configuration, which
+    training does not change, and it is deterministic, so the results equal fits made at
+    scoring time; that thread's compilations are left out of the run's compile log
+    (`compile_watch.unwatched`). Otherwise fold k's fit is made when `result(k)` asks for it.
+    `result(k)` raises the fit's error, if any. `made`: fits already made (`Prepared.gbm_fits`,
+    with `--tree-forecast`), by fold, which are used as they are."""
+
+    def __init__(self, data: list[FoldData], val_steps: int, cfg: RunConfig, background: bool,
+                 made: dict[int, GbmFit] | None = None):
+        self._data, self._val_steps, self._cfg = data, val_steps, cfg
+        self._made = dict(made or {})
+        self._fits: dict[int, Future] = {}
+        todo = [k for k in range(len(data)) if k not in self._made]
+        if background and todo:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gbm")
+            self._fits = {k: pool.submit(_unwatched_fit, data[k], val_steps, cfg) for k in todo}
+            pool.shutdown(wait=False)  # the thread ends after the last fit
+
+    def result(self, k: int) -> GbmFit:
+        if k in self._made:
+            return self._made[k]
+        if k in self._fits:
+            return self._fits[k].result()
+        return fit_gbm(self._data[k], self._val_steps, self._cfg)

@@ -1,0 +1,73 @@
+"""The rule baselines: constant positions (buy-and-hold, flat), k-bar momentum, the random
+policy and volatility targeting; none is fit to data beyond vol targeting's train median."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rl_trader import env
+from rl_trader.config import RunConfig
+from rl_trader.data.fold_data import FoldData
+from rl_trader.evaluation.rollout import Decide, no_aux
+
+VOL_WINDOW = 20  # bars of trailing log returns in the vol-target baseline's σ̂
+
+
+def constant_decide(fraction: float, data: FoldData, cfg: RunConfig) -> Decide:
+    """Hold a constant signed fraction of equity (1.0: buy-and-hold; 0.0: flat)."""
+    aux = no_aux(data, cfg)
+    return lambda key, state, port: (jnp.float32(fraction), aux)
+
+
+def momentum_decide(k: int, data: FoldData, cfg: RunConfig) -> Decide:
+    """Full long/short by the sign of the past k-bar return: sign(C_t / C_{t−k} − 1)."""
+    aux = no_aux(data, cfg)
+
+    def decide(key, state, port):
+        past = data.prices.close[jnp.maximum(state.t - k, 0)]
+        return jnp.sign(data.prices.close[state.t] - past).astype(jnp.float32), aux
+
+    return decide
+
+
+def random_decide(data: FoldData, cfg: RunConfig) -> Decide:
+    """Uniformly random (direction, magnitude) each bar."""
+    aux = no_aux(data, cfg)
+    n_mag = len(cfg.env.magnitudes)
+
+    def decide(key, state, port):
+        kd, km = jax.random.split(key)
+        d = jax.random.randint(kd, (), 0, env.N_DIRECTIONS)
+        m = jax.random.randint(km, (), 0, n_mag)
+        return env.target_fraction(d, m, cfg.env), aux
+
+    return decide
+
+
+def trailing_vol(close: jax.Array) -> jax.Array:
+    """σ̂_t: sample std (ddof 1) of the last VOL_WINDOW log returns log(C_s / C_{s−1}),
+    s = t − VOL_WINDOW + 1 … t (bar t's close included, nothing later); NaN while fewer
+    returns exist. close: [T] → [T] (as the `vol_20` feature, before normalisation)."""
+    rho = jnp.concatenate([jnp.full((1,), jnp.nan, close.dtype), jnp.diff(jnp.log(close))])
+    idx = jnp.arange(close.shape[0])[:, None] - jnp.arange(VOL_WINDOW)[None, :]
+    return jnp.std(rho[jnp.maximum(idx, 0)], axis=1, ddof=1)  # idx < 1 reaches the NaN pad
+
+
+def vol_target_positions(close: jax.Array, train: jax.Array) -> jax.Array:
+    """p_t = min(1, σ* / σ̂_t), long only; σ* = the median σ̂ over the train bars, so the target
+    needs no tuning, fits any bar frequency and holds full size in a typical train bar's
+    volatility or calmer; p = 0 where σ̂ is undefined. [T]."""
+    vol = trailing_vol(close)
+    t = jnp.arange(close.shape[0])
+    sigma_star = jnp.nanmedian(jnp.where((t >= train[0]) & (t < train[1]), vol, jnp.nan))
+    return jnp.where(jnp.isnan(vol), 0.0, jnp.minimum(1.0, sigma_star / vol))
+
+
+def vol_target_decide(data: FoldData, cfg: RunConfig) -> Decide:
+    """Buy-and-hold scaled to the constant target volatility σ* (`vol_target_positions`)."""
+    aux = no_aux(data, cfg)
+    positions = vol_target_positions(data.prices.close, data.train)
+    return lambda key, state, port: (positions[state.t], aux)
+
+

@@ -1,0 +1,1 @@
+"""Summary tables, the HTML tear sheet, plots, the runs table."""

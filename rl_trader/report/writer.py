@@ -1,0 +1,252 @@
+"""Human-readable output of a run: the per-fold console table and the self-contained HTML report."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from html import escape
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from rl_trader.errors import InputError
+from rl_trader.report.html import heading, img, note, num, table
+from rl_trader.report.tables import (
+    METRICS,
+    NOT_RETURNS,
+    NOT_RETURNS_SUFFIXES,
+    STRATEGIES,
+    fid,
+    fold_table,
+    headline,
+    metrics_rows,
+    strategy_sharpes,
+)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.3f}"
+
+
+def print_table(summary: dict, console: Console | None = None) -> None:
+    """Per-fold agent vs buy-and-hold on each test block, then the stitched figures."""
+    table = Table(title="Out-of-sample (test) results, costs on")
+    for col in ("fold", "test bars", "best epoch", "val Sharpe", "test Sharpe",
+                "buy&hold Sharpe"):
+        table.add_column(col, justify="right")
+    for f in summary["folds"]:
+        table.add_row(str(f["fold"]), f"[{f['test_start']}, {f['test_end']})",
+                      str(f["best_epoch"]), _fmt(f["val_sharpe"]), _fmt(f["test_sharpe"]),
+                      _fmt(f["buy_and_hold_test_sharpe"]))
+    table.add_section()
+    table.add_row("stitched", "", "", "", _fmt(summary["stitched_test_sharpe"]),
+                  _fmt(summary["stitched_buy_and_hold_test_sharpe"]))
+    geo = summary["geo_mean_test_sharpe"]
+    console = console or Console(width=max(100, Console().width))
+    console.print(table)
+    console.print(
+        "geometric mean of fold test Sharpes: "
+        + (f"{geo:.3f}" if geo is not None else "undefined (not every fold is > 0)"))
+    head = summary.get("headline")
+    if head:
+        console.print(
+            f"stitched test Sharpe {_fmt(head['stitched_test_sharpe'])}: "
+            f"PSR {num(head['psr'], '.3f')}, DSR {num(head['dsr'], '.3f')} over "
+            f"{head['n_trials']} trials (zero-skill best "
+            f"≈ {num(head['expected_max_sharpe'], '.2f')}), PBO {num(head['pbo'], '.2f')}")
+
+
+# ---------------------------------------------------------------- HTML report
+
+def load_summary(run_dir: str | Path) -> dict:
+    """Read and minimally validate `run_dir/summary.json`; InputError if it is not a run."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise InputError(f"run directory not found: {run_dir}")
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        raise InputError(f"{path}: no summary.json (not a run directory, or the run did not "
+                         "finish)")
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: "
+                         f"{err.msg}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read: {err}") from None
+    folds = summary.get("folds") if isinstance(summary, dict) else None
+    if not isinstance(folds, list) or not all(isinstance(f, dict) for f in folds):
+        raise InputError(f"{path}: not a run summary (needs a 'folds' list of objects)")
+    return summary
+
+
+def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
+    """Each fold's test returns (plots.FoldReturns) and notes on folds that could not be read.
+
+    Every 1-D numeric array other than `NOT_RETURNS` and names ending in `NOT_RETURNS_SUFFIXES`
+    is a strategy's returns (known ones first, in `STRATEGIES` order); agent_position,
+    agent_cost and random_seeds are kept when present with the right length (older runs lack
+    them: None)."""
+    from rl_trader.report.plots import FoldReturns
+
+    raw, notes = [], []
+    for k, f in enumerate(folds):
+        fold = fid(f, k)
+        rel = f.get("returns_file") or f"fold_{fold}/test_returns.npz"
+        try:
+            with np.load(run_dir / rel, allow_pickle=False) as z:
+                arrays = {name: np.asarray(z[name]) for name in z.files}
+        except FileNotFoundError:
+            notes.append(f"fold {fold}: no returns file ({rel})")
+            continue
+        except (OSError, ValueError, zipfile.BadZipFile) as err:
+            notes.append(f"fold {fold}: cannot read {rel}: {err}")
+            continue
+        series = {n: arrays[n].astype(np.float64) for n in
+                  [*[s for s in STRATEGIES if s in arrays],
+                   *sorted(n for n in set(arrays) - {*STRATEGIES, *NOT_RETURNS}
+                           if not n.endswith(NOT_RETURNS_SUFFIXES))]
+                  if arrays[n].ndim == 1 and arrays[n].dtype.kind in "fiu"}
+        lengths = {len(a) for a in series.values()}
+        if "agent" not in series or len(lengths) != 1:
+            notes.append(f"fold {fold}: {rel} lacks 'agent' returns or has unequal lengths")
+            continue
+        raw.append((fold, arrays, series))
+    with_dates = bool(raw) and all("dates" in a for _, a, _ in raw)
+    out = []
+    for fold, arrays, series in raw:
+        n = len(series["agent"])
+        if with_dates:
+            x = arrays["dates"].astype("int64").astype("datetime64[ns]")
+        else:
+            x = arrays["bars"] if "bars" in arrays else np.arange(n)
+        if len(x) != n:
+            notes.append(f"fold {fold}: dates/bars length {len(x)} ≠ returns length {n}")
+            continue
+        extra = {name: arrays[name].astype(np.float64)
+                 if name in arrays and arrays[name].shape[-1:] == (n,) else None
+                 for name in ("agent_position", "agent_cost", "random_seeds")}
+        if extra["random_seeds"] is not None and extra["random_seeds"].ndim != 2:
+            extra["random_seeds"] = None
+        out.append(FoldReturns(int(fold), x, series, extra["agent_position"],
+                               extra["agent_cost"], extra["random_seeds"]))
+    return out, notes
+
+
+def _vsn(folds: list[dict], key: str, title: str) -> str:
+    from rl_trader.report import plots
+
+    per = {fid(f, k): {n: float(v) for n, v in f[key].items()
+                                   if isinstance(v, int | float)}
+           for k, f in enumerate(folds) if isinstance(f.get(key), dict) and f[key]}
+    if not per:
+        return note(f"No {key} in this run's summary.")
+    return img(plots.vsn_weights(per, title), title)
+
+
+def _ppy(s: dict) -> tuple[float, list[str]]:
+    ppy = s.get("periods_per_year")
+    if isinstance(ppy, int | float) and not isinstance(ppy, bool) and ppy > 0:
+        return float(ppy), []
+    return 252.0, [note("No periods_per_year in this run's summary: 252 assumed.")]
+
+
+def _body(run_dir: Path, s: dict) -> str:
+    from rl_trader.report import plots
+    from rl_trader.report import tearsheet_html as report_tearsheet
+
+    folds = s["folds"]
+    parts = [heading("Headline", "headline"), headline(s)]
+    returns, notes = load_returns(run_dir, folds)
+    parts.append(heading("Stitched out-of-sample equity", "equity"))
+    parts += [note(n) for n in notes]
+    dates = {f.fold: f"{np.datetime_as_string(f.x[0], 'D')} to "
+                     f"{np.datetime_as_string(f.x[-1], 'D')}"
+             for f in returns if f.x.dtype.kind == "M" and len(f.x)}
+    if returns:
+        ppy, ppy_note = _ppy(s)
+        parts += [img(plots.stitched_equity(returns), "stitched equity"),
+                  heading("Per-fold equity", "fold-equity"),
+                  img(plots.fold_equity(returns), "per-fold equity"),
+                  heading("Drawdown", "drawdown"), img(plots.drawdowns(returns), "drawdown"),
+                  *ppy_note, *report_tearsheet.sections(plots.stitch(returns), s, ppy)]
+    else:
+        parts.append(note("No per-fold returns files: equity, drawdown and tear-sheet charts "
+                          "skipped."))
+    parts += [heading("Per-fold results (test block, costs on)", "folds"),
+              fold_table(folds, dates), "<h3>Per-fold test Sharpe, every strategy</h3>",
+              strategy_sharpes(folds)]
+    if isinstance(s.get("stitched"), dict):
+        parts += ["<h3>Stitched metrics, all strategies</h3>",
+                  table(["strategy", *(t for _, t, _ in METRICS)], metrics_rows(s))]
+    parts += [heading("Variable selection (VSN) importance", "vsn"),
+              _vsn(folds, "market_vsn_weights", "market features: mean selection weight"),
+              _vsn(folds, "portfolio_vsn_weights", "portfolio state: mean selection weight")]
+    epochs = {fid(f, k): [r for r in f["epochs"] if isinstance(r, dict)]
+              for k, f in enumerate(folds) if isinstance(f.get("epochs"), list) and f["epochs"]}
+    parts.append(heading("Learning curves", "learning"))
+    if epochs:
+        best = {fid(f, k): f.get("best_epoch") for k, f in enumerate(folds)}
+        parts.append(img(plots.learning_curves(epochs, best), "learning curves"))
+    else:
+        parts.append(note("No per-epoch history in this run's summary."))
+    return "\n".join(parts)
+
+
+def _footer(s: dict) -> str:
+    rows = [("data source", s.get("data_source")), ("data sha256", s.get("data_sha256")),
+            ("bars", s.get("n_bars")), ("periods per year", s.get("periods_per_year")),
+            ("fingerprint", s.get("fingerprint")), ("device", s.get("device")),
+            ("trials", len(s["trials"]) if isinstance(s.get("trials"), list) else None)]
+    dl = "".join(f"<dt>{escape(k)}</dt><dd>{escape('n/a' if v is None else str(v))}</dd>"
+                 for k, v in rows)
+    cfg = escape(json.dumps(s.get("config"), indent=2, sort_keys=True, default=str))
+    feats = escape(", ".join(map(str, s.get("feature_names") or [])) or "n/a")
+    return (f"<footer><dl>{dl}</dl><details><summary>features</summary><p>{feats}</p>"
+            f"</details><details><summary>config (JSON)</summary><pre>{cfg}</pre></details>"
+            "</footer>")
+
+
+CSS = """body{font-family:sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222}
+h1{font-size:1.5em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+img{max-width:100%;display:block;margin:.6em 0}.note{color:#8a6d3b;font-style:italic}
+.headline{background:#f4f7fb;border:1px solid #c9d6e8;border-radius:6px;padding:.8em 1.2em}
+.headline .big{font-size:1.4em}.headline .vs{color:#555;font-size:.75em;margin-left:1em}
+table{border-collapse:collapse;font-size:.9em}th,td{border:1px solid #ddd;padding:.25em .6em;
+text-align:right}th{background:#f0f0f0}footer{margin-top:2em;font-size:.85em;color:#444}
+dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dd{margin:0;
+font-family:monospace;word-break:break-all}pre{background:#f7f7f7;padding:.6em;overflow:auto}"""
+
+# Records in <body data-images-total/-loaded> how many images decoded (for headless checks).
+SCRIPT = """window.addEventListener("load", function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var ok = imgs.filter(function (i) { return i.complete && i.naturalWidth > 0; });
+  document.body.dataset.imagesTotal = String(imgs.length);
+  document.body.dataset.imagesLoaded = String(ok.length);
+});"""
+
+
+def render_html(run_dir: str | Path, summary: dict) -> str:
+    """The whole report as one self-contained HTML string."""
+    title = f"rl_trader run report: {Path(run_dir).resolve().name}"
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{escape(title)}</title><style>{CSS}</style></head>\n<body>"
+            f"<h1>{escape(title)}</h1>\n{_body(Path(run_dir), summary)}\n{_footer(summary)}"
+            f"\n<script>{SCRIPT}</script></body></html>\n")
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Build `run_dir/report.html` from summary.json and the returns files (atomically)."""
+    run_dir = Path(run_dir)
+    text = render_html(run_dir, load_summary(run_dir))
+    out = run_dir / "report.html"
+    tmp = run_dir / f".report.html.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out

@@ -1,0 +1,216 @@
+"""Stage 1 of a run: validate the config, load the bars, compute features, lay out the folds.
+
+`prepare(cfg)` → `Prepared`, everything known before training; `Prepared.fold_data(k)` moves
+fold k's arrays (features normalised with fold k's train statistics) to the device.
+
+`--data A,B,C` pools instruments: A is the target, the one traded, validated, tested and
+reported; B and C only add training episodes, from their bars inside each fold's train dates
+(`pool_segments`), each normalised on its own train-date bars.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rl_trader.baselines.gbm import (
+    GbmFit,
+    TreeForecastChoice,
+    choose_tree_forecast,
+    fit_gbm,
+    with_tree_forecast,
+)
+from rl_trader.baselines.ridge import fit_ridge
+from rl_trader.config import RunConfig
+from rl_trader.data import SYNTHETIC_PREFIX, Bars, data_specs, load
+from rl_trader.data.buckets import bucket
+from rl_trader.data.features import MarketFeatures, compute_features
+from rl_trader.data.fold_data import FoldData, PoolSegment, make_fold_data
+from rl_trader.data.folds import Fold, make_folds
+from rl_trader.errors import InputError
+from rl_trader.training.population import Cohort, build
+
+TREE_FORECAST_NAME = "gbm_forecast"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything known before training: data, features, the fold layout, annualisation."""
+
+    cfg: RunConfig
+    bars: Bars
+    features: MarketFeatures
+    folds: list[Fold]
+    periods_per_year: float
+    oracle_position: np.ndarray | None  # [T] the oracle's target of a synthetic market
+    # pooled instruments (`--data target,other,…`): bars and features, and per fold each one's
+    # PoolSegment (its train-date bars)
+    pool: tuple[tuple[Bars, MarketFeatures], ...] = ()
+    pool_segments: tuple[tuple[PoolSegment, ...], ...] = ()
+    # the gbm baseline's fits made so far, by fold (`gbm_fit`)
+    gbm_fits: dict[int, GbmFit] = field(default_factory=dict, compare=False, repr=False)
+    # with --tree-forecast, each fold's choice, made by `fold_data`
+    tree_forecast_choices: dict[int, TreeForecastChoice] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    @property
+    def market_names(self) -> tuple[str, ...]:
+        """The network's market variables: the features', then `TREE_FORECAST_NAME` with
+        `--tree-forecast` (`FoldData.tree_forecast`)."""
+        extra = (TREE_FORECAST_NAME,) if self.cfg.features.tree_forecast != "off" else ()
+        return self.features.names + extra
+
+    @property
+    def pool_sources(self) -> list[str]:
+        """The pooled instruments as given to `--data` (training episodes only)."""
+        return data_specs(self.cfg.data.path)[1:]
+
+    @property
+    def data_sha256(self) -> str:
+        """The target's sha256, or with pooled instruments the sha256 of all of theirs."""
+        if not self.pool:
+            return self.bars.sha256
+        shas = [self.bars.sha256] + [b.sha256 for b, _ in self.pool]
+        return hashlib.sha256(",".join(shas).encode()).hexdigest()
+
+    @property
+    def val_len(self) -> int:
+        """Bars per validation block (equal in every fold: `make_folds` guarantees it)."""
+        return self.folds[0].val[1] - self.folds[0].val[0]
+
+    @property
+    def test_len(self) -> int:
+        """Bars per test block (equal in every fold)."""
+        return self.folds[0].test[1] - self.folds[0].test[0]
+
+    @property
+    def val_steps(self) -> int:
+        """Steps a validation rollout runs (≥ `val_len`), see `_bucket_steps`."""
+        return self._bucket_steps[0]
+
+    @property
+    def test_steps(self) -> int:
+        """Steps a test rollout runs (≥ `test_len`), see `_bucket_steps`."""
+        return self._bucket_steps[1]
+
+    @functools.cached_property
+    def _bucket_steps(self) -> tuple[int, int]:
+        """(validation, test) rollout steps shared by every file length in this one's shape
+        bucket: the segment lengths the fold layout would have on `bucket(T)` bars (block
+        lengths grow with T), each rounded up to its own bucket."""
+        cfg = self.cfg
+        widest = _layout(bucket(len(self.bars)), self.features, cfg)[0]
+        return (bucket(max(self.val_len, widest.val[1] - widest.val[0])),
+                bucket(max(self.test_len, widest.test[1] - widest.test[0])))
+
+    def fold_data(self, k: int) -> FoldData:
+        """Fold k's device arrays, normalised with statistics fit on its train segment; with
+        `--tree-forecast`, the trees' cross-fitted forecast beside them where the mode uses
+        it (`gbm.choose_tree_forecast`, recorded in `tree_forecast_choices`; ridge's fit is
+        made for the choice alone, as the baselines' scoring makes it again)."""
+        cfg, fold, clip = self.cfg, self.folds[k], self.cfg.features.clip
+        data = make_fold_data(self.bars.open, self.bars.close, self.features, fold, clip,
+                              self.pool_segments[k] if self.pool else ())
+        mode = cfg.features.tree_forecast
+        if mode == "off":
+            return data
+        fit = self.gbm_fit(k, data)
+        ridge = (np.asarray(fit_ridge(data, self.val_steps, cfg).val_sharpe)
+                 if mode == "validation" else None)
+        data, self.tree_forecast_choices[k] = with_tree_forecast(
+            data, fit, fold.gap, clip, choose_tree_forecast(mode, fit, ridge))
+        return data
+
+    def gbm_fit(self, k: int, data: FoldData) -> GbmFit:
+        """Fold k's gbm baseline (`gbm.fit_gbm` on `data`, fold k's arrays), made once."""
+        if k not in self.gbm_fits:
+            self.gbm_fits[k] = fit_gbm(data, self.val_steps, self.cfg)
+        return self.gbm_fits[k]
+
+
+def _layout(n_bars: int, feats: MarketFeatures, cfg: RunConfig) -> list[Fold]:
+    """The folds over `n_bars` bars: the first usable bar is the features' warm-up plus the
+    look-back."""
+    return make_folds(n_bars, feats.first_valid + cfg.features.lookback, cfg.folds,
+                      cfg.features.lookback, cfg.agent.n_step)
+
+
+def _market(spec: str | None) -> tuple[Bars, np.ndarray | None]:
+    """The bars of one `--data` item, and a synthetic market's oracle positions."""
+    if (spec or "").startswith(SYNTHETIC_PREFIX):
+        from rl_trader.data.synthetic import from_spec
+
+        market = from_spec(spec)
+        return market.bars, market.oracle_position
+    return load(spec), None
+
+
+def _pooled(spec: str, target: Bars, seen: list[str]) -> Bars:
+    """A pooled instrument's bars; refused (InputError) when it repeats the target or another
+    pooled instrument (the same bytes), or when its bars are of another frequency than the
+    target's (inferred bars per year more than 2× apart)."""
+    bars = _market(spec)[0]
+    if bars.sha256 == target.sha256 or bars.sha256 in seen:
+        raise InputError(f"option --data: '{spec}' repeats an instrument already in the list")
+    mine, theirs = bars.periods_per_year(), target.periods_per_year()
+    if not 0.5 <= mine / theirs <= 2.0:
+        raise InputError(f"option --data: '{spec}' has about {mine:g} bars per year, the target "
+                         f"{theirs:g}: pooled instruments must share the target's bar frequency")
+    return bars
+
+
+def pool_segments(target: Bars, folds: list[Fold], source: str, bars: Bars,
+                  feats: MarketFeatures, cfg: RunConfig) -> list[PoolSegment]:
+    """Per fold, a pooled instrument's bars dated inside the fold's train dates (the first
+    train bar's date to the last's, both included) and past its own warm-up (features and
+    look-back); raises InputError naming the file and fold when fewer than n_step + 2 bars
+    remain."""
+    first = feats.first_valid + cfg.features.lookback
+    out = []
+    for f in folds:
+        lo, hi = target.dates[f.train[0]], target.dates[f.train[1] - 1]
+        start = max(int(np.searchsorted(bars.dates, lo, "left")), first)
+        end = int(np.searchsorted(bars.dates, hi, "right"))
+        need = cfg.agent.n_step + 2
+        if end - start < need:
+            raise InputError(f"option --data: '{source}' has {max(end - start, 0)} usable "
+                             f"bars in fold {f.index}'s train dates {str(lo)[:10]}..{str(hi)[:10]}"
+                             f" (at least {need} after its first {first} bars of warm-up)")
+        out.append(PoolSegment(open=bars.open, close=bars.close, features=feats.values,
+                               start=start, end=end))
+    return out
+
+
+def prepare(cfg: RunConfig) -> Prepared:
+    """Validate the config, load and check the data, compute features, lay out the folds."""
+    cfg.validate()
+    specs = data_specs(cfg.data.path)
+    if cfg.features.tree_forecast != "off" and len(specs) > 1:
+        raise InputError(f"option --tree-forecast={cfg.features.tree_forecast!r} (the default "
+                         "is validation): not with pooled instruments (--data "
+                         f"{cfg.data.path!r}): the trees are fit on the target's bars alone; "
+                         "pass --tree-forecast off")
+    bars, oracle_position = _market(specs[0])
+    feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
+    folds = _layout(len(bars), feats, cfg)
+    ppy = cfg.data.periods_per_year or bars.periods_per_year()
+    pool = []
+    for spec in specs[1:]:
+        other = _pooled(spec, bars, [b.sha256 for b, _ in pool])
+        pool.append((other, compute_features(other.open, other.high, other.low, other.close,
+                                             other.volume)))
+    segments = tuple(zip(*(pool_segments(bars, folds, spec, b, f, cfg)
+                           for spec, (b, f) in zip(specs[1:], pool, strict=True)),
+                         strict=True)) if pool else ()
+    return Prepared(cfg=cfg, bars=bars, features=feats, folds=folds, periods_per_year=ppy,
+                    oracle_position=oracle_position, pool=tuple(pool), pool_segments=segments)
+
+
+def build_cohort(prep: Prepared, devices: int | None = None) -> Cohort:
+    """Stage 2 of a run: the population of every fold's members (`training.population.build`)
+    over the first `devices` local devices (default: all)."""
+    return build(prep.cfg, [prep.fold_data(k) for k in range(len(prep.folds))],
+                 prep.periods_per_year, prep.val_steps, devices)

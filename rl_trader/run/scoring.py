@@ -1,0 +1,228 @@
+"""Scoring a finished run: each fold's best checkpoint once on test, beside the baselines.
+
+A fold stopped before its first checkpoint (non-finite training) has no test figures; the
+stitched record and the headline then cover the folds that were scored, and say so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import numpy as np
+from jax.sharding import Mesh
+
+from rl_trader.baselines.gbm import GbmFit, GbmFits
+from rl_trader.baselines.oracle import oracle_rollout
+from rl_trader.baselines.suite import BASELINES, baseline_rollouts
+from rl_trader.config import RunConfig
+from rl_trader.data.buckets import trim
+from rl_trader.data.fold_data import FoldData, pad_bars
+from rl_trader.env import PORTFOLIO_NAMES
+from rl_trader.evaluation.headline import headline
+from rl_trader.evaluation.metrics import performance, sharpe_of
+from rl_trader.evaluation.rollout import Rollout
+from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
+from rl_trader.run.prepare import Prepared
+from rl_trader.runtime.devices import describe_device, replicated
+from rl_trader.training.population import Population, stack, take
+
+N_RANDOM_SEEDS = 16  # random-policy baseline: mean and spread over this many seeds
+
+
+def perf_of(r: Rollout, ppy: float) -> dict[str, float]:
+    return performance(np.asarray(r.returns, np.float64), np.asarray(r.position, np.float64),
+                       np.asarray(r.turnover, np.float64), ppy)
+
+
+def _named(names, weights) -> dict[str, float]:
+    mean = np.asarray(weights, np.float64).mean(0)
+    return {n: float(x) for n, x in zip(names, mean, strict=True)}
+
+
+def compare(agent: Rollout, data: FoldData, start: int, length: int, steps: int,
+            cfg: RunConfig, ppy: float, val_steps: int | None, gbm: GbmFit | None = None
+            ) -> tuple[dict[str, Rollout], dict[str, dict], Rollout, dict]:
+    """The agent's rollout beside the baselines over bars [start, start + length) of `data`,
+    same fills and costs: (rollouts by name, the random policy's first seed standing for it),
+    metrics by name (the random policy's: the mean over `N_RANDOM_SEEDS` seeds), the random
+    policy's rollouts (leaves [R, bars]) and what the gbm baseline chose ({} without it). The
+    baselines run `steps` ≥ `length` steps (a shape bucket, `Prepared.test_steps`), cut back
+    to `length`. `val_steps`: the steps of the validation rollouts on which ridge and gbm are
+    chosen (`Prepared.val_steps`); None (a backtest on new bars, which has no train or
+    validation block) leaves out the baselines fit to the training data
+    (`baselines.suite.FITTED_BASELINES`). `gbm`: the gbm baseline's fit to `data` (`gbm.GbmFits`);
+    None leaves gbm out."""
+    random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
+    fit = gbm
+    base = baseline_rollouts(data, start, steps, cfg, random_keys, val_steps,
+                                None if fit is None else fit.forecast)
+    rand = trim(base.pop("random"), length, axis=1)
+    base = trim(base, length, axis=0)
+    policies = {"agent": agent, **base, "random": take(rand, 0)}
+    metrics = {name: perf_of(r, ppy) for name, r in policies.items() if name != "random"}
+    metrics["random"], _ = _over_seeds(rand, ppy)
+    chosen = {} if fit is None else {"leaves": fit.leaves, "iterations": fit.iterations}
+    return policies, metrics, rand, chosen
+
+
+def _over_seeds(rand: Rollout, ppy: float) -> tuple[dict[str, float], list[float]]:
+    """The random policy's metrics averaged over its seeds, and each seed's Sharpe; `rand`
+    leaves are [R, bars] (R seeds)."""
+    per_seed = [perf_of(take(rand, i), ppy) for i in range(len(rand.returns))]
+    return ({key: float(np.mean([p[key] for p in per_seed])) for key in per_seed[0]},
+            [p["sharpe"] for p in per_seed])
+
+
+def _stitched_random(rand: Rollout, ppy: float) -> dict:
+    """Summary keys for the random policy over the stitched test blocks: each metric's mean over
+    the seeds (as each fold's `metrics["random"]`) and the 5 %–95 % range of the seeds'
+    Sharpes."""
+    mean, sharpes = _over_seeds(rand, ppy)
+    return {"stitched_random": mean,
+            "stitched_random_test_sharpe_band": [float(np.percentile(sharpes, 5)),
+                                                 float(np.percentile(sharpes, 95))]}
+
+
+def _concat(rollouts: list[Rollout], axis: int) -> Rollout:
+    """The folds' rollouts joined in fold order along the time `axis`."""
+    return jax.tree.map(lambda *xs: np.concatenate(xs, axis), *rollouts)
+
+
+def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
+                 policies: dict[str, Rollout], rand: Rollout) -> None:
+    """A `test_returns.npz`: bar indices, dates (int64 ns), the agent's target positions and
+    costs (fraction of equity), every random seed's returns [R, bars] (`random_seeds`) and
+    each policy's per-bar returns (float64)."""
+    agent = policies["agent"]
+    np.savez(path, bars=bars, agent_position=np.asarray(agent.position, np.float64),
+             agent_cost=np.asarray(agent.cost, np.float64),
+             random_seeds=np.asarray(rand.returns, np.float64),
+             dates=np.asarray(dates).astype("datetime64[ns]").astype(np.int64),
+             **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
+
+
+def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: FoldData,
+                ckpt: FoldCheckpoints, history: list[dict],
+                stitched: dict[str, list], gbm_fit: GbmFit) -> dict:
+    cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
+    test_len = f.test[1] - f.test[0]
+    policies, metrics, rand, gbm = compare(agent, data, f.test[0], test_len, prep.test_steps,
+                                           cfg, ppy, prep.val_steps, gbm_fit)
+    _, rand_sharpes = _over_seeds(rand, ppy)
+    if prep.oracle_position is not None:
+        policies["oracle"] = trim(oracle_rollout(
+            pad_bars(prep.oracle_position), data, data.test[0], prep.test_steps, cfg),
+            test_len, axis=0)
+    for name, r in policies.items():
+        stitched[name].append(r)
+    stitched["random_seeds"].append(rand)
+    rel = Path(f"fold_{f.index}") / "test_returns.npz"
+    save_returns(run_dir / rel, np.arange(*f.test), prep.bars.dates[f.test[0]:f.test[1]],
+                 policies, rand)
+    meta = ckpt.metadata()
+    entry = {
+        "fold": f.index,
+        "best_epoch": ckpt.best_epoch(),
+        "ensemble_seeds": meta["seeds"],
+        "best_setting": meta["setting"],
+        "val_sharpe": meta["val_sharpe"],
+        "test_sharpe": metrics["agent"]["sharpe"],
+        "buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],
+        "checkpoint_dir": str(Path(f"fold_{f.index}") / "checkpoints"),
+        "test_start": f.test[0],
+        "test_end": f.test[1],
+        "market_vsn_weights": _named(prep.market_names, agent.market_weights),
+        "portfolio_vsn_weights": _named(PORTFOLIO_NAMES, agent.portfolio_weights),
+        "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in BASELINES},
+        "gbm_choice": gbm,
+        "random_test_sharpe_mean": float(np.mean(rand_sharpes)),
+        "random_test_sharpe_std": float(np.std(rand_sharpes, ddof=1)),
+        "metrics": metrics,
+        "epochs": history,
+        "returns_file": str(rel),
+    }
+    if "oracle" in policies:
+        entry["oracle_test_sharpe"] = sharpe_of(policies["oracle"].returns, ppy)
+    if k in prep.tree_forecast_choices:
+        entry["tree_forecast"] = prep.tree_forecast_choices[k].to_dict()
+    return entry
+
+
+def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
+                ckpts: list[FoldCheckpoints], fold_data: list[FoldData], history, trials,
+                val_matrix, gbm_fits: GbmFits, mesh: Mesh | None = None) -> dict:
+    """Restore each fold's best acting params (`template`: an ensemble's learner state, zeros),
+    score them once on test; the summary's content. The rollouts are `pop.evaluate`'s, with
+    the params `replicated` on `mesh` as in validation (None: a multi-process run, scored by
+    process 0 alone from host arrays), so a test block as long as a validation block reuses
+    the validation program instead of compiling it again. `gbm_fits`: the folds' gbm fits."""
+    cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
+    scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]
+    acting = {k: ckpts[k].restore_acting(template, cfg.train.eval_params) for k in scored}
+    for k in scored:
+        export_safetensors(acting[k],
+                           run_dir / f"fold_{folds[k].index}" / "best_params.safetensors",
+                           ckpts[k].metadata())
+    entries = [{"fold": f.index, "best_epoch": None, "test_sharpe": None,
+                "test_start": f.test[0], "test_end": f.test[1], "epochs": history[f.index],
+                "status": "stopped before its first checkpoint"} for f in folds]
+    stitched: dict[str, list] = {name: [] for name in ("agent", *BASELINES, "oracle",
+                                                       "random_seeds")}
+    if scored:
+        data = stack([fold_data[k] for k in scored])
+        params = stack([acting[k] for k in scored])
+        if mesh is not None:
+            params = jax.device_put(params, replicated(mesh))
+        tests = trim(pop.evaluate(
+            params, data, data.test[:, 0], prep.test_steps,
+            jax.random.split(jax.random.PRNGKey(cfg.seed + 1), len(scored))),
+            prep.test_len, axis=1)
+        for j, k in enumerate(scored):
+            entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
+                                     history[k], stitched, gbm_fits.result(k))
+    for c in ckpts:
+        c.close()
+    cat = {name: _concat(rs, axis=1 if name == "random_seeds" else 0)  # random_seeds: [R, bars]
+           for name, rs in stitched.items() if rs}
+    summary = {"folds": entries, "stitched_test_sharpe": None,
+               "stitched_buy_and_hold_test_sharpe": None, "geo_mean_test_sharpe": None}
+    if scored:
+        head = headline(np.asarray(cat["agent"].returns, np.float64), trials, val_matrix, ppy,
+                        [entries[k]["test_sharpe"] for k in scored], cfg.train.prior_trials)
+        summary.update({
+            "stitched_test_sharpe": head["stitched_test_sharpe"],
+            "stitched_buy_and_hold_test_sharpe": sharpe_of(cat["buy_and_hold"].returns, ppy),
+            "geo_mean_test_sharpe": (head["geo_mean_test_sharpe"]
+                                     if len(scored) == len(folds) else None),
+            "stitched": {name: perf_of(r, ppy) for name, r in cat.items()
+                         if name not in ("oracle", "random_seeds")},
+            **_stitched_random(cat["random_seeds"], ppy),
+            "headline": head,
+            "scored_folds": scored,
+        })
+        if "oracle" in cat:
+            summary["stitched_oracle_test_sharpe"] = sharpe_of(cat["oracle"].returns, ppy)
+    return {**summary, "trials": trials, "config": cfg.to_dict(),
+            "data_sha256": prep.data_sha256, "data_source": prep.bars.source,
+            "data_pool": prep.pool_sources,
+            "n_bars": len(prep.bars), "periods_per_year": ppy,
+            "feature_names": list(prep.market_names), "device": describe_device()}
+
+
+def validation_summary(prep: Prepared, records: tuple, settings: list[dict]) -> dict:
+    """The summary of a validation-only run: per fold its epochs and the best validation
+    Sharpe of each setting's ensemble; every trial; no test figure."""
+    history, trials, _ = records
+    best = {}
+    for t in trials:
+        key = (t["fold"], t["setting"])
+        best[key] = max(best.get(key, -np.inf), t["val_sharpe"])
+    return {"validation_only": True, "settings": settings,
+            "folds": [{"fold": f.index, "epochs": history[f.index],
+                       "best_val_sharpe_by_setting": [best.get((f.index, s), None)
+                                                      for s in range(len(settings))]}
+                      for f in prep.folds],
+            "trials": trials, "config": prep.cfg.to_dict(), "data_sha256": prep.data_sha256,
+            "data_pool": prep.pool_sources, "periods_per_year": prep.periods_per_year,
+            "device": describe_device()}

@@ -1,0 +1,144 @@
+"""The model head's Q: its assembly from the known reward (by hand, every (p, a)), the reward
+it assumes against the env's own step on a three-bar market, and the targets of its heads."""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rl_trader import env
+from rl_trader.agent.learner import position_actions
+from rl_trader.agent.model_head import (
+    assemble,
+    continuation,
+    epsilon_greedy_positions,
+    greedy_actions,
+    model_loss,
+    model_td,
+    position_fractions,
+)
+from rl_trader.agent.networks import ModelOut
+from rl_trader.config import AgentConfig, EnvConfig
+
+ENV = EnvConfig(magnitudes=(0.5, 1.0), reward="log")  # K = 5: 0, −0.5, −1, +0.5, +1
+POSITIONS = (0.0, -0.5, -1.0, 0.5, 1.0)
+
+
+def out_of(aux, second, w_dir, w_mag) -> ModelOut:
+    aux = jnp.asarray(aux, jnp.float32)
+    return ModelOut(aux=aux, second_moment=jnp.asarray(second, jnp.float32),
+                    w_direction=jnp.asarray(w_dir, jnp.float32),
+                    w_magnitude=jnp.asarray(w_mag, jnp.float32),
+                    market_weights=jnp.zeros(aux.shape + (2,)),
+                    portfolio_weights=jnp.zeros(aux.shape + (5,)))
+
+
+def test_positions_and_continuation_follow_the_action_order():
+    np.testing.assert_allclose(position_fractions(ENV), POSITIONS)
+    w = continuation(out_of(0.0, 0.0, [1.0, 2.0, 3.0], [-0.25, 0.25]))
+    # W(flat) = w_dir[flat]; W(d, m) = w_dir[d] + w_mag[m]
+    np.testing.assert_allclose(w, [2.0, 0.75, 1.25, 2.75, 3.25])
+
+
+def test_assembly_by_hand_for_every_held_and_target_position():
+    """μ̂ = 0.5, m̂₂ = 2 in units of s = 1 %: μ = 0.005, m₂ = 2e-4; log reward (κ = 1), costs
+    1 + 1 bp, ×100. Q(p, a) = 100·[a·(0.005 + 1e-4) − ½a²·2e-4 − 2e-4·|a − p|] + W(a)
+    = 0.51a − 0.01a² − 0.02|a − p| + W(a), W from the branches above."""
+    hand = [[2.0, 0.4825, 0.71, 2.9925, 3.73],  # held p = 0
+            [1.99, 0.4925, 0.72, 2.9825, 3.72],  # p = −0.5
+            [1.98, 0.4825, 0.73, 2.9725, 3.71],  # p = −1
+            [1.99, 0.4725, 0.70, 3.0025, 3.74],  # p = +0.5
+            [1.98, 0.4625, 0.69, 2.9925, 3.75]]  # p = +1
+    n = len(POSITIONS)
+    out = out_of(np.full(n, 0.5), np.full(n, 2.0), np.tile([1.0, 2.0, 3.0], (n, 1)),
+                 np.tile([-0.25, 0.25], (n, 1)))
+    q = assemble(out, jnp.asarray(POSITIONS), jnp.full((n,), 0.01), ENV, 100.0)
+    chex.assert_shape(q, (n, n))
+    np.testing.assert_allclose(q, hand, rtol=1e-5, atol=1e-6)
+    # the mean-variance reward curves by κ = 100·λ: at λ = 0.1 the a² term is ten times larger
+    mv = EnvConfig(magnitudes=(0.5, 1.0), reward="mean_variance", risk_aversion=0.1)
+    q_mv = assemble(out, jnp.asarray(POSITIONS), jnp.full((n,), 0.01), mv, 100.0)
+    a = np.asarray(POSITIONS)
+    np.testing.assert_allclose(np.asarray(q_mv) - np.asarray(q), -0.09 * a**2 * np.ones((n, 1)),
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("reward", ["log", "mean_variance"])
+def test_the_assumed_reward_is_the_envs_on_a_three_bar_market(reward):
+    """On a three-bar market with no gaps (open = previous close), from every held p to every
+    target a at bars 0 and 1, `env.expected_reward` with the bar's known log return (μ = ℓ,
+    m₂ = ℓ²) equals the reward `env.step` pays, up to the third-order terms (ℓ³ and the
+    cost times ℓ)."""
+    cfg = EnvConfig(magnitudes=(0.5, 1.0), reward=reward, risk_aversion=0.1)
+    close = np.asarray([100.0, 101.0, 99.5], np.float32)
+    prices = env.Prices(open=jnp.asarray([100.0, 100.0, 101.0]), close=jnp.asarray(close))
+    for t in (0, 1):
+        ell = float(np.log(close[t + 1] / close[t]))
+        for p in POSITIONS:
+            state = env.reset(jnp.int32(t), jnp.int32(3))
+            state = state.replace(units=jnp.float32(p / close[t]),
+                                  entry_price=jnp.float32(close[t] if p else 0.0))
+            for a in POSITIONS:
+                _, out = env.step(state, jnp.float32(a), prices, cfg)
+                want = env.expected_reward(jnp.float32(p), jnp.float32(a), ell, ell**2, cfg)
+                # (1 + κ)·(|ℓ|³ + 2c·|ℓ|), c = 2 bp: the terms the expansion leaves out
+                third = (1 + env.risk_curvature(cfg)) * (abs(ell) ** 3 + 4e-4 * abs(ell))
+                np.testing.assert_allclose(float(out.reward), float(want), atol=third,
+                                           err_msg=f"t={t} p={p} a={a}")
+
+
+def test_td_target_is_the_target_value_of_the_online_choice():
+    """y_a = discount_a · Q̄(next_a, argmax_a' Q(next_a, a')); δ = y − C (no gradient to y)."""
+    c_tm1 = jnp.asarray([1.0, 2.0])
+    q_value = jnp.asarray([[10.0, 20.0], [30.0, 40.0]])  # target net at each next state
+    q_select = jnp.asarray([[0.0, 1.0], [1.0, 0.0]])  # online picks a'=1, then a'=0
+    discount = jnp.asarray([0.9, 0.0])  # the second next state is ruin
+    np.testing.assert_allclose(model_td(c_tm1, q_value, q_select, discount),
+                               [0.9 * 20.0 - 1.0, 0.0 - 2.0])
+    g = jax.grad(lambda v: model_td(c_tm1, v, q_select, discount).sum())(q_value)
+    np.testing.assert_array_equal(g, 0.0)
+
+
+def test_the_heads_targets():
+    """The loss: Huber of the TD errors over every position and sample, plus λ·[(μ̂ − y)² +
+    (m̂₂ − y²)²]; the forecasts' gradients are exactly those of the two regressions."""
+    b, k = 2, len(POSITIONS)
+    cfg = AgentConfig(huber_delta=1.0, reward_scale=100.0)
+    y = jnp.asarray([0.5, -1.5])
+    out_tm1 = out_of([0.2, -1.0], [1.0, 3.0], [[0.0, 0.1, 0.0], [0.0, 0.0, 0.2]],
+                     [[0.0, 0.0], [0.1, -0.1]])
+    nxt = out_of(np.zeros((b, k)), np.ones((b, k)), np.zeros((b, k, 3)), np.zeros((b, k, 2)))
+    pos_t = jnp.tile(jnp.asarray(POSITIONS), (b, 1))
+    disc = jnp.full((b, k), 0.9)
+    loss, info = model_loss(out_tm1, nxt, nxt, jnp.zeros(b), pos_t, jnp.full(b, 0.01),
+                            jnp.full(b, 0.01), y, disc, cfg, ENV, aux_weight=0.5)
+    np.testing.assert_allclose(info.aux_loss, np.mean((np.asarray([0.2, -1.0]) - y) ** 2))
+    second = np.mean((np.asarray([1.0, 3.0]) - np.asarray(y) ** 2) ** 2)
+    # next states: μ̂ = 0, m̂₂ = 1, W = 0, so Q̄(p', a') = 100·[a'·½·1e-4 − ½a'²·1e-4 − cost]
+    a = np.asarray(POSITIONS)
+    q_next = (100 * (a[None] * 0.5e-4 - 0.5 * a[None] ** 2 * 1e-4
+                     - 2e-4 * np.abs(a[None] - a[:, None])))
+    y_td = 0.9 * q_next.max(1)  # the same net selects and evaluates here
+    c = np.asarray(continuation(out_tm1))
+    td = y_td[None] - c
+    huber = np.where(np.abs(td) <= 1, 0.5 * td**2, np.abs(td) - 0.5)
+    np.testing.assert_allclose(loss, huber.mean() + 0.5 * (float(info.aux_loss) + second),
+                               rtol=1e-5)
+    np.testing.assert_allclose(info.td_abs, np.abs(td).mean(), rtol=1e-5)
+
+
+def test_greedy_and_epsilon_greedy_positions():
+    direction, magnitude = position_actions(2)
+    q = jnp.asarray([[0.0, 1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 5.0]])
+    d, m = greedy_actions(q, 2)
+    np.testing.assert_array_equal(d, [direction[1], direction[4]])
+    np.testing.assert_array_equal(m, [magnitude[1], magnitude[4]])
+    key = jax.random.key(0)
+    d0, m0 = epsilon_greedy_positions(key, q, jnp.float32(0.0))
+    np.testing.assert_array_equal((d0, m0), (d, m))
+    big = jnp.tile(q[:1], (2000, 1))
+    d1, _ = epsilon_greedy_positions(key, big, jnp.float32(1.0))
+    assert set(np.unique(np.asarray(d1))) == {0, 1, 2}  # uniform over the directions

@@ -1,0 +1,309 @@
+"""rl_trader.agent.networks: shapes, VSN weights, dueling identity, GLU/GRN hand checks."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rl_trader.agent.networks import (
+    GLU,
+    GRN,
+    VSN,
+    ModelQNetwork,
+    Obs,
+    QNetwork,
+    VariableGRNs,
+    make_network,
+)
+from rl_trader.config import NetConfig
+from tests.helpers import init_params, make_obs
+
+SMALL = NetConfig(hidden=4, trunk=8, context=4)
+F, L, P, M = 3, 5, 5, 4  # market vars, look-back, portfolio vars, magnitudes
+
+
+def np_sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def np_elu(x):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
+
+
+def np_layer_norm(y, scale, bias, eps=1e-6):
+    mean = y.mean(-1, keepdims=True)
+    var = ((y - mean) ** 2).mean(-1, keepdims=True)
+    return (y - mean) / np.sqrt(var + eps) * scale + bias
+
+
+@pytest.fixture(scope="module")
+def qnet():
+    """(jitted apply, params) of a small network; jit keeps the tests fast on a CPU."""
+    net = QNetwork(SMALL, M)
+    params = init_params(net, make_obs(1))
+    return jax.jit(net.apply), params
+
+
+# --- QNetwork -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lead", [(), (6,), (2, 3)])
+def test_output_shapes(qnet, lead):
+    apply, params = qnet
+    out = apply(params, make_obs(2, lead))
+    chex.assert_shape(out.q_direction, lead + (3,))
+    chex.assert_shape(out.q_magnitude, lead + (M,))
+    chex.assert_shape(out.aux, lead)
+    chex.assert_shape(out.market_weights, lead + (F,))
+    chex.assert_shape(out.portfolio_weights, lead + (P,))
+    chex.assert_tree_all_finite(out)
+
+
+def test_batch_rows_are_independent(qnet):
+    """Row i of a batched call equals the unbatched call on observation i (no batch mixing)."""
+    apply, params = qnet
+    obs = make_obs(3, (6,))
+    batched = apply(params, obs)
+    for i in range(6):
+        single = apply(params, jax.tree.map(lambda x, i=i: x[i], obs))
+        chex.assert_trees_all_close(jax.tree.map(lambda x, i=i: x[i], batched), single,
+                                    rtol=1e-5, atol=1e-6)
+
+
+def test_vsn_weights_are_a_distribution(qnet):
+    apply, params = qnet
+    out = apply(params, make_obs(4, (6,)))
+    for w in (out.market_weights, out.portfolio_weights):
+        assert bool(jnp.all(w >= 0))
+        np.testing.assert_allclose(np.asarray(w.sum(-1)), 1.0, rtol=1e-5)
+
+
+def test_dueling_advantages_have_zero_mean(qnet):
+    """Q_b = V + A_b − mean A_b: both branches average to the same V, the value head's output."""
+    apply, params = qnet
+    obs = make_obs(5, (6,))
+    apply = jax.jit(functools.partial(QNetwork(SMALL, M).apply, capture_intermediates=True))
+    out, state = apply(params, obs)
+    value = state["intermediates"]["value"]["__call__"][0][..., 0]
+    chex.assert_shape(value, (6,))
+    np.testing.assert_allclose(out.q_direction.mean(-1), out.q_magnitude.mean(-1), atol=1e-5)
+    np.testing.assert_allclose(out.q_direction.mean(-1), value, atol=1e-5)
+    # The branches are not degenerate: actions differ within a branch.
+    assert float(jnp.std(out.q_direction, -1).min()) > 0
+    assert float(jnp.std(out.q_magnitude, -1).min()) > 0
+
+
+def expected_parameter_count(f: int, lb: int, p: int, m: int, d: int, trunk: int,
+                             c: int) -> int:
+    """The architecture's parameter count written out (networks.py's docstring): F market
+    and P portfolio variables, look-back L, M magnitudes, widths d (hidden), trunk, c (context).
+    """
+    dense = lambda n_in, n_out, bias=True: n_in * n_out + (n_out if bias else 0)  # noqa: E731
+    per_variable = 3 * d * d + 9 * d  # w2 (1→d), w1, gate, value (d→d), skip (1→d), LayerNorm
+
+    def grn(n_in: int, out: int, hidden: int, context: int | None) -> int:
+        return (dense(n_in, hidden) + (dense(context, hidden, False) if context else 0)
+                + dense(hidden, hidden) + (dense(n_in, out) if n_in != out else 0)
+                + 2 * dense(hidden, out) + 2 * out)
+
+    return (dense(lb * f, c)  # look-back context
+            + f * per_variable + grn(f * d, f, d, c)  # market VSN: variables + selector
+            + p * per_variable + grn(p * d, p, d, None)  # portfolio VSN
+            + grn(2 * d, trunk, trunk, c)  # trunk
+            + dense(trunk, 1) + dense(trunk, 3) + dense(trunk, m)  # value, advantages
+            + dense(d + c, 1))  # aux head
+
+
+@pytest.mark.parametrize("cfg, m, expected", [(NetConfig(), 4, 174_827),
+                                              (NetConfig(hidden=8, trunk=16, context=8), 3,
+                                               None)])
+def test_parameter_count_is_exactly_the_documented_architecture(cfg, m, expected):
+    """Default NetConfig, F=21, L=32, P=5, M=4: 174,827 parameters (docs/benchmarks.md)."""
+    net = QNetwork(cfg, m)
+    obs = Obs(market=jax.ShapeDtypeStruct((21,), jnp.float32),
+              window=jax.ShapeDtypeStruct((32, 21), jnp.float32),
+              portfolio=jax.ShapeDtypeStruct((5,), jnp.float32))
+    shapes = jax.eval_shape(net.init, jax.random.key(0), obs)
+    n = sum(math.prod(x.shape) for x in jax.tree.leaves(shapes))
+    assert n == expected_parameter_count(21, 32, 5, m, cfg.hidden, cfg.trunk, cfg.context)
+    assert expected is None or n == expected
+
+
+def test_bar_level_inputs_have_no_window_context():
+    """--lookback 1: the window is the market row itself; no `lookback` layer, and the
+    count is the documented architecture with c = 0 (no context anywhere)."""
+    net = QNetwork(NetConfig(), 4)
+    obs = Obs(market=jax.ShapeDtypeStruct((21,), jnp.float32),
+              window=jax.ShapeDtypeStruct((1, 21), jnp.float32),
+              portfolio=jax.ShapeDtypeStruct((5,), jnp.float32))
+    shapes = jax.eval_shape(net.init, jax.random.key(0), obs)
+    assert "lookback" not in shapes["params"]
+    n = sum(math.prod(x.shape) for x in jax.tree.leaves(shapes))
+    assert n == expected_parameter_count(21, 1, 5, 4, 32, 64, 0)
+
+
+def test_model_network_outputs_and_the_stop_gradient():
+    """The model head's outputs: μ̂, m̂₂ ≥ 0, the continuation's branches (magnitude advantages
+    centred). Without `td_to_encoder` the continuation's gradient reaches neither the market
+    VSN nor the look-back context (the forecast's gradient does); with it, it does."""
+    obs = make_obs(8, (6,))
+    for td_to_encoder in (False, True):
+        cfg = NetConfig(hidden=4, trunk=8, context=4, q_head="model",
+                        td_to_encoder=td_to_encoder)
+        net = make_network(cfg, M)
+        assert isinstance(net, ModelQNetwork)
+        params = init_params(net, obs, seed=2)
+        out = jax.jit(net.apply)(params, obs)
+        chex.assert_shape([out.aux, out.second_moment], (6,))
+        chex.assert_shape(out.w_direction, (6, 3))
+        chex.assert_shape(out.w_magnitude, (6, M))
+        assert bool(jnp.all(out.second_moment >= 0))
+        np.testing.assert_allclose(out.w_magnitude.mean(-1), 0.0, atol=1e-6)
+
+        def grads(params, net=net):  # the continuation's and the forecasts' gradients
+            def part(head):
+                return jax.grad(lambda p: head(net.apply(p, obs)).sum())(params)["params"]
+
+            return (part(lambda o: o.w_direction[:, 0] + o.w_magnitude[:, 1]),
+                    part(lambda o: o.aux + o.second_moment))
+
+        td, fc = jax.jit(grads)(params)
+        for name in ("market_vsn", "lookback"):
+            reach = any(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(td[name]))
+            assert reach == td_to_encoder, (name, td_to_encoder)
+            assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(fc[name]))
+        assert all(float(jnp.abs(g).sum()) == 0 for g in jax.tree.leaves(fc["trunk"]))
+
+
+# --- building blocks ------------------------------------------------------------------------
+
+
+def test_glu_matches_explicit_formula():
+    x = np.random.default_rng(6).normal(size=(2, 4))
+    glu = GLU(3)
+    params = init_params(glu, jnp.zeros((4,)), seed=8)
+    p = jax.tree.map(np.asarray, params["params"])
+    expected = (np_sigmoid(x @ p["gate"]["kernel"] + p["gate"]["bias"])
+                * (x @ p["value"]["kernel"] + p["value"]["bias"]))
+    got = jax.jit(glu.apply)(params, jnp.asarray(x, jnp.float32))
+    chex.assert_shape(got, (2, 3))
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_grn_with_context_and_projection_matches_explicit_formula():
+    """GRN(a, c) = LayerNorm(W_s a + b_s + GLU(W₁·ELU(W₂a + b₂ + W₃c) + b₁)), widths 4 → 3."""
+    rng = np.random.default_rng(9)
+    a, c = rng.normal(size=(2, 4)), rng.normal(size=(2, 2))
+    grn = GRN(3, hidden=5)
+    params = init_params(grn, jnp.zeros((4,)), jnp.zeros((2,)), seed=11)
+    p = jax.tree.map(np.asarray, params["params"])
+    assert set(p) == {"w1", "w2", "w3", "skip", "glu", "norm"}
+    assert "bias" not in p["w3"]
+    h = np_elu(a @ p["w2"]["kernel"] + p["w2"]["bias"] + c @ p["w3"]["kernel"])
+    h = h @ p["w1"]["kernel"] + p["w1"]["bias"]
+    g = (np_sigmoid(h @ p["glu"]["gate"]["kernel"] + p["glu"]["gate"]["bias"])
+         * (h @ p["glu"]["value"]["kernel"] + p["glu"]["value"]["bias"]))
+    y = a @ p["skip"]["kernel"] + p["skip"]["bias"] + g
+    expected = np_layer_norm(y, p["norm"]["scale"], p["norm"]["bias"])
+    got = jax.jit(grn.apply)(params, jnp.asarray(a, jnp.float32), jnp.asarray(c, jnp.float32))
+    chex.assert_shape(got, (2, 3))
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_grn_same_width_uses_identity_skip():
+    a = np.random.default_rng(12).normal(size=(3, 4))
+    grn = GRN(4)
+    params = init_params(grn, jnp.zeros((4,)), seed=14)
+    p = jax.tree.map(np.asarray, params["params"])
+    assert "skip" not in p and "w3" not in p
+    h = np_elu(a @ p["w2"]["kernel"] + p["w2"]["bias"]) @ p["w1"]["kernel"] + p["w1"]["bias"]
+    g = (np_sigmoid(h @ p["glu"]["gate"]["kernel"] + p["glu"]["gate"]["bias"])
+         * (h @ p["glu"]["value"]["kernel"] + p["glu"]["value"]["bias"]))
+    expected = np_layer_norm(a + g, p["norm"]["scale"], p["norm"]["bias"])
+    got = jax.jit(grn.apply)(params, jnp.asarray(a, jnp.float32))
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_grn_output_is_layer_normalised_at_init():
+    grn = GRN(6, hidden=5)
+    a = jnp.asarray(3.0 + 5.0 * np.random.default_rng(15).normal(size=(32, 4)), jnp.float32)
+    params = jax.jit(grn.init)(jax.random.key(16), a)
+    y = jax.jit(grn.apply)(params, a)
+    np.testing.assert_allclose(np.asarray(y.mean(-1)), 0.0, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(y.var(-1)), 1.0, atol=1e-3)
+
+
+def test_variable_grns_equal_separate_width_one_grns():
+    """VariableGRNs' variable v is exactly a GRN(d) on the scalar x_v with v's slice of params."""
+    d, n_vars = 4, 3
+    x = jnp.asarray(np.random.default_rng(17).normal(size=(5, n_vars)), jnp.float32)
+    vg = VariableGRNs(d)
+    params = init_params(vg, x, seed=19)
+    emb = jax.jit(vg.apply)(params, x)
+    chex.assert_shape(emb, (5, n_vars, d))
+    p = params["params"]
+    grn_apply = jax.jit(GRN(d).apply)
+    for v in range(n_vars):
+        gp = {"params": {
+            "w2": {"kernel": p["w2_kernel"][v], "bias": p["w2_bias"][v]},
+            "w1": {"kernel": p["w1_kernel"][v], "bias": p["w1_bias"][v]},
+            "glu": {"gate": {"kernel": p["gate_kernel"][v], "bias": p["gate_bias"][v]},
+                    "value": {"kernel": p["value_kernel"][v], "bias": p["value_bias"][v]}},
+            "skip": {"kernel": p["skip_kernel"][v], "bias": p["skip_bias"][v]},
+            "norm": {"scale": p["norm_scale"][v], "bias": p["norm_bias"][v]},
+        }}
+        np.testing.assert_allclose(np.asarray(grn_apply(gp, x[:, v:v + 1])),
+                                   np.asarray(emb[:, v]), rtol=1e-4, atol=1e-5)
+
+
+def test_variable_grns_embedding_depends_only_on_its_variable():
+    n_vars = 4
+    x = jnp.asarray(np.random.default_rng(20).normal(size=(n_vars,)), jnp.float32)
+    vg = VariableGRNs(5)
+    params = init_params(vg, x, seed=21)
+    apply = jax.jit(vg.apply)
+    base = apply(params, x)
+    for j in range(n_vars):
+        moved = apply(params, x + 1.5 * (np.arange(n_vars) == j))
+        changed = np.abs(np.asarray(moved - base)).max(-1) > 1e-6
+        np.testing.assert_array_equal(changed, np.arange(n_vars) == j)
+
+
+def test_vsn_output_is_weighted_sum_of_embeddings():
+    n_vars, d = 3, 4
+    rng = np.random.default_rng(22)
+    x = jnp.asarray(rng.normal(size=(6, n_vars)), jnp.float32)
+    c = jnp.asarray(rng.normal(size=(6, 2)), jnp.float32)
+    vsn = VSN(d)
+    params = init_params(vsn, x, c, seed=23)
+    apply = jax.jit(vsn.apply)
+    out, w = apply(params, x, c)
+    chex.assert_shape([out, w], [(6, d), (6, n_vars)])
+    emb = jax.jit(VariableGRNs(d).apply)({"params": params["params"]["variables"]}, x)
+    expected = (np.asarray(w)[..., None] * np.asarray(emb)).sum(-2)
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-6)
+    # The context conditions the selection weights.
+    _, w2 = apply(params, x, c + 1.0)
+    assert float(jnp.abs(w2 - w).max()) > 1e-6
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_precision_keeps_float32_params_and_outputs(precision):
+    """Lower matmul precision changes the products only: the same float32 params serve every
+    precision and the outputs stay float32 and close (bf16 keeps ~3 significant digits)."""
+    ref_net = QNetwork(NetConfig(hidden=8, trunk=16, context=8), 3)
+    net = QNetwork(NetConfig(hidden=8, trunk=16, context=8, precision=precision), 3)
+    obs = make_obs(3, (4,))
+    params = init_params(ref_net, obs)
+    chex.assert_trees_all_equal_shapes_and_dtypes(params, jax.eval_shape(net.init,
+                                                                         jax.random.key(0), obs))
+    ref, out = jax.jit(ref_net.apply)(params, obs), jax.jit(net.apply)(params, obs)
+    chex.assert_trees_all_equal_dtypes(ref, out)
+    tol = 0.1 if precision == "bf16" else 1e-5
+    chex.assert_trees_all_close(ref, out, atol=tol, rtol=tol)

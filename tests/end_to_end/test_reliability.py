@@ -1,0 +1,157 @@
+"""Kill and resume, the run lock, the NaN guard and determinism of the main job."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from rl_trader.cli.report import main as report_main
+from rl_trader.cli.train import main
+from tests.helpers import TINY_ARGS
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = [*TINY_ARGS, "--data", "synthetic:ar1:1200:2"]
+NO_REPORT = ["--no-report"]  # the kill chain's runs: the report is written once, at the end
+
+
+def cli_env(kill_at=None):
+    """A subprocess's environment: the CPU, the session's compilation cache (conftest.py),
+    killed at fault point `kill_at` if given."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    env.pop("RL_TRADER_KILL_AT", None)
+    if kill_at:
+        env["RL_TRADER_KILL_AT"] = kill_at
+    return env
+
+
+def run_cli(args, kill_at=None):
+    """`python -m rl_trader.cli.train ARGS` (`cli_env`)."""
+    return subprocess.run([sys.executable, "-m", "rl_trader.cli.train", *args], cwd=ROOT,
+                          env=cli_env(kill_at), capture_output=True, text=True, timeout=300)
+
+
+REFERENCE_THEN_KILLED = """
+import os, sys
+from rl_trader.cli.train import main
+args, ref, killed = sys.argv[1].split(), sys.argv[2], sys.argv[3]
+assert main(args + ["--run-dir", ref]) == 0
+os.environ["RL_TRADER_KILL_AT"] = "saved:0"  # this process ends here, by SIGKILL
+main(args + ["--run-dir", killed])
+"""
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """An uninterrupted run's summary.json bytes; the same run again in the same process,
+    killed where its epoch 0's writes are committed ('saved:0', where epoch 1 starts;
+    test_devices.py and test_multihost.py kill there too), in `base / "killed"`."""
+    base = tmp_path_factory.mktemp("rel")
+    out = subprocess.run([sys.executable, "-c", REFERENCE_THEN_KILLED, " ".join(TINY + NO_REPORT),
+                          str(base / "ref"), str(base / "killed")], cwd=ROOT, env=cli_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == -9, out.stderr  # the reference passed, the second run was killed
+    return (base / "ref" / "summary.json").read_bytes(), base
+
+
+def test_sigkill_then_resume_equals_uninterrupted(reference):
+    """Killed at each kind of point, one after another, and resumed in a fresh process each
+    time (the last resume in the test's own process), the run writes the same summary.json
+    bytes as the uninterrupted run (so the same seed also gives the same bytes in any other
+    process), removes its resume state and keeps its
+    timings apart. The points: 'saved:0' (`reference`), then, resumed, while saving epoch 1,
+    then, resumed again, while scoring. Run with --no-report (given again on each resume), it
+    writes no report, which rl_trader.cli.report then writes from the finished run.
+
+    Fold checkpoints and the resume state are written in the background side by side, so a
+    kill can leave an epoch's resume state on disk without a fold's checkpoint of it: simulated
+    after the first kill by deleting fold 0's epoch-0 checkpoint, which the resumed run saves
+    again from the resume state (the same ensemble and score, if it is kept)."""
+    import shutil
+
+    from rl_trader.run.checkpoint import FoldCheckpoints
+
+    ref, base = reference
+    run_dir = base / "killed"
+    ckpts = run_dir / "fold_0" / "checkpoints"
+    assert not (run_dir / "summary.json").exists()
+    with FoldCheckpoints(ckpts, "", {}, read_only=True) as c:
+        lost = c.metadata(0)
+    shutil.rmtree(ckpts / "0")
+    for kill_at in ("saving:1", "scoring"):
+        out = run_cli(["--resume", "--run-dir", str(run_dir), *NO_REPORT], kill_at=kill_at)
+        assert out.returncode == -9, (kill_at, out.stderr)
+        assert "resuming after epoch" in out.stdout, kill_at
+        assert not (run_dir / "summary.json").exists()
+        if kill_at == "saving:1":
+            assert ("fold 0: the checkpoint of epoch 0 was not on disk; saved again"
+                    in out.stdout)
+    assert main(["--resume", "--run-dir", str(run_dir), *NO_REPORT]) == 0  # in this process
+    assert (run_dir / "summary.json").read_bytes() == ref
+    assert not (run_dir / "resume").exists()  # removed once complete
+    assert not (run_dir / "report.html").exists()  # --no-report; written afterwards:
+    assert report_main([str(run_dir)]) == 0 and (run_dir / "report.html").is_file()
+    timings = json.loads((run_dir / "timings.json").read_text())
+    assert "seconds_total" in timings  # timings live apart from the summary
+    with FoldCheckpoints(ckpts, "", {}, read_only=True) as c:
+        if 0 in c.saved_epochs():  # kept (among the best two): the same ensemble and score
+            assert c.metadata(0) == lost
+
+
+def test_resume_refuses_options_and_missing_runs(tmp_path, capsys):
+    assert main(["--resume", "--run-dir", str(tmp_path / "none")]) == 2
+    assert "holds no run" in capsys.readouterr().err
+    assert main(["--resume", "--epochs", "3", "--run-dir", str(tmp_path)]) == 2
+    assert "do not pass --epochs" in capsys.readouterr().err
+
+
+def test_lock_stops_a_second_writer(tmp_path):
+    from rl_trader.errors import InputError
+    from rl_trader.runtime.rundir import RunLock
+
+    with RunLock(tmp_path):
+        with pytest.raises(InputError, match="in use by pid"):
+            with RunLock(tmp_path):
+                pass
+    with RunLock(tmp_path):  # released
+        pass
+
+
+def test_non_finite_training_stops_the_fold_and_keeps_its_last_good_checkpoint(
+        tmp_path, monkeypatch, capsys):
+    """Poison fold 1's parameters after its first epoch: fold 1 stops naming the fold, the
+    epoch and what went non-finite; its epoch-0 checkpoint is kept and scored; exit code 1."""
+    from rl_trader.training import population
+
+    class Poisoned(population.Population):
+        calls = 0
+
+        def __init__(self, trainer, mesh=None):
+            super().__init__(trainer, mesh)
+            real = self.epoch
+
+            def epoch(runners, data, hps):
+                runners, metrics = real(runners, data, hps)
+                Poisoned.calls += 1
+                if Poisoned.calls == 2:  # epoch 1: member 1 is fold 1's
+                    params = jax.tree.map(lambda x: x.at[1].set(np.nan), runners.learner.params)
+                    runners = runners.replace(learner=runners.learner.replace(params=params))
+                return runners, metrics
+
+            self.epoch = epoch
+
+    monkeypatch.setattr(population, "Population", Poisoned)
+    run_dir = tmp_path / "nan"
+    code = main(TINY + ["--run-dir", str(run_dir)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "fold 1 stopped at epoch 1: non-finite" in err
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped"] and summary["folds"][1]["best_epoch"] == 0
+    assert summary["folds"][0]["best_epoch"] is not None
+    assert len(summary["folds"][1]["epochs"]) == 1  # only the good epoch is a trial
+    assert np.isfinite(summary["folds"][1]["test_sharpe"])

@@ -1,0 +1,64 @@
+"""Learning diagnostics computed from the validation rollouts."""
+
+import numpy as np
+import pytest
+
+from rl_trader.errors import InputError
+from rl_trader.run.run_state import (
+    check_resumable,
+    diagnostics_fields,
+    discounted_returns,
+    forecast_ic,
+    horizon,
+    magnitude_fractions,
+    runner_fields,
+)
+
+
+def test_forecast_ic_is_the_pearson_correlation_and_nan_without_a_forecast():
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=500)
+    f = 0.3 * y + rng.normal(size=500)
+    fc, yc = f - f.mean(), y - y.mean()
+    want = (fc @ yc) / np.sqrt((fc @ fc) * (yc @ yc))
+    np.testing.assert_allclose(forecast_ic(f, y), want, rtol=1e-12)
+    assert forecast_ic(-f, y) == -forecast_ic(f, y)
+    assert np.isnan(forecast_ic(np.zeros(500), y))  # a baseline's zero forecast
+
+
+def test_discounted_returns_and_horizon_by_hand():
+    g = discounted_returns(np.array([[1.0, 2.0, 4.0]]), np.array([0.5]))
+    np.testing.assert_allclose(g, [[1 + 0.5 * 2 + 0.25 * 4, 2 + 0.5 * 4, 4.0]])
+    assert horizon(0.0) == 1 and horizon(0.5) == 7  # 0.5^7 < 0.01 ≤ 0.5^6
+
+
+def test_magnitude_fractions_bin_the_absolute_positions():
+    got = magnitude_fractions(np.array([0.0, -0.2, 0.25, 0.3, -0.75, 1.0, 0.9, 0.0]))
+    np.testing.assert_allclose(got, [0.25, 0.25, 0.125, 0.125, 0.25])
+
+
+def test_a_resume_state_with_other_diagnostics_is_refused_in_one_line():
+    meta = {"epochs_done": 2, "diagnostics": diagnostics_fields(), "runner": runner_fields()}
+    check_resumable(meta, "runs/x")
+    assert meta == {"epochs_done": 2}  # the field lists are popped: Progress reads the rest
+    assert "forecast_ic" in diagnostics_fields()
+    for old in ({"epochs_done": 2}, {"diagnostics": ["train_sharpe", "q_greedy"]}):
+        with pytest.raises(InputError, match="option --resume: the run in 'runs/x' was saved "
+                                             "by a version with other learning diagnostics"):
+            check_resumable(old, "runs/x")
+
+
+def test_a_resume_state_of_another_training_state_is_refused_in_one_line():
+    """A state saved before the members' field list, or with other fields (as those saved
+    with `bag_key` and `regressing` before issue 37), is refused naming them, not read as a
+    corrupt checkpoint."""
+    assert "regressing" not in runner_fields() and "bag_key" not in runner_fields()
+    before_37 = ["learner", "envs", "replay", "key", "env_steps", "bag_key", "regressing"]
+    for members in (None, ["learner", "key"], before_37):
+        meta = {"diagnostics": diagnostics_fields()}
+        if members is not None:
+            meta["runner"] = members
+        with pytest.raises(InputError, match="option --resume: the run in 'runs/x' was saved "
+                                             "by a version whose training state holds other "
+                                             "fields"):
+            check_resumable(meta, "runs/x")
