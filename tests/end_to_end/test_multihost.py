@@ -31,12 +31,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# `python -m rl_trader.cli.train ARGV` with one change to JAX's persistent compilation cache: the
+# key of a program hashes the device kinds instead of the topology's fingerprint, which on the
+# CPU differs from process to process, so both processes of a run look up the same entries.
+# With JAX's jax_share_binary_between_hosts, process 0 alone compiles a multi-process program
+# and hands it to process 1 (a process waiting for it is not at a gloo collective), and the
+# resumed processes both load what the killed run's process 0 wrote to the session's cache.
+SAME_CACHE_KEY = """
+import runpy, sys
+from jax._src import cache_key
+cache_key._hash_accelerator_config = cache_key._hash_devices
+sys.argv[0] = "rl_trader.cli.train"
+runpy.run_module("rl_trader.cli.train", run_name="__main__", alter_sys=True)
+"""
+
+
 def two_processes(args: list[str], env: dict) -> list[tuple[int, str, str]]:
-    """Run `rl_trader.cli.train ARGS` as processes 0 and 1; (return code, stderr, stdout)
-    of each."""
+    """Run `rl_trader.cli.train ARGS` as processes 0 and 1 (`SAME_CACHE_KEY`); (return code,
+    stderr, stdout) of each."""
     port = free_port()
     procs = [subprocess.Popen(
-        [sys.executable, "-m", "rl_trader.cli.train", *args, "--coordinator",
+        [sys.executable, "-c", SAME_CACHE_KEY, *args, "--coordinator",
          f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)], cwd=ROOT,
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     try:
@@ -50,14 +65,15 @@ def two_processes(args: list[str], env: dict) -> list[tuple[int, str, str]]:
 def test_two_processes_killed_and_resumed_match_one(tmp_path):
     assert main([*ARGS, "--no-report", "--run-dir", str(tmp_path / "one")]) == 0  # here
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
-    # No compilation cache for the two processes: on the CPU their cache keys differ (each
-    # process's device topology is hashed) and only process 0 writes, so process 0 alone would
-    # load its programs while process 1 compiles them; process 0 then waits at the first gloo
-    # collective and, past gloo's 30 s rendezvous deadline, fails (seen with process 1 slowed
-    # on a busy core). Compiling in both keeps them in step.
+    # The session's compilation cache, one key for both processes (`SAME_CACHE_KEY`): without
+    # it their keys differ (each process's device topology is hashed) and only process 0
+    # writes, so process 0 alone would load its programs while process 1 compiles them;
+    # process 0 then waits at the first gloo collective and, past gloo's 30 s rendezvous
+    # deadline, fails (seen with process 1 slowed on a busy core). With one key, the killed
+    # run's process 0 compiles each program once for both and the resumed run loads them all.
     env2 = {**env, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
             + " --xla_force_host_platform_device_count=2",
-            "RL_TRADER_JAX_CACHE": "off"}
+            "JAX_SHARE_BINARY_BETWEEN_HOSTS": "true"}
     two = tmp_path / "two"
     killed = two_processes(ARGS + ["--run-dir", str(two)], {**env2, "RL_TRADER_KILL_AT": "saved:0"})
     assert [rc for rc, _, _ in killed] == [-9, -9], killed[0][1][-3000:]
