@@ -3,7 +3,7 @@
     python -m experiments.forecast_probe --data synthetic:cubic:5000:1 [--noise 0,0.5,1.5]
         [--updates 5000] [--out forecast_probe.json] [main-job options]
 
-No RL: per fold, the model network's forecasts μ̂ and m̂₂ (`networks.ModelQNetwork`) are fit
+No RL: per fold, the model network's forecasts μ̂ and m̂₂ (`model_head.ModelQNetwork`) are fit
 by the model head's regression losses alone (`model_head.forecast_losses`, summed; Adam with the
 run's learning rate, weight decay and gradient clip, batches of the run's size drawn
 uniformly from the training rows `fold_data.training_bars`, Gaussian noise of each --noise
@@ -137,7 +137,7 @@ def run(cfg, noises: list[float], updates: int) -> dict:
     import jax.numpy as jnp
     import numpy as np
 
-    from rl_trader.agent.networks import make_network
+    from rl_trader.agent.heads import make_head
     from rl_trader.baselines.gbm import fit_gbm
     from rl_trader.baselines.ridge import fit_ridge
     from rl_trader.baselines.rules import trailing_vol
@@ -145,7 +145,7 @@ def run(cfg, noises: list[float], updates: int) -> dict:
     from rl_trader.run.run_state import forecast_ic
 
     prep = prepare(cfg)
-    net = make_network(cfg.net, len(cfg.env.magnitudes))
+    net = make_head(cfg).network
     folds = []
     for k in range(len(prep.folds)):
         data = prep.fold_data(k)

@@ -143,7 +143,7 @@ class EnvConfig:
 
 
 PRECISIONS = ("tf32", "fp32", "bf16")
-Q_HEADS = ("generic", "model")  # `networks.make_network`
+Q_HEADS = ("generic", "model")  # `agent.heads.HEADS`
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ market state at the close of bar t and s the train std of ℓ (`FoldData.return_
 ρ = `reward_scale`, κ = `env.risk_curvature`, the cost the env's own `trade_cost`; μ̂ and m̂₂
 are the network's forecasts of y = ℓ/s (the aux target) and y², and C = γ·E[V(x', p'_a) | x]
 is the continuation: the discounted value of holding a into the next bar, W(a) of
-`networks.ModelQNetwork` (a branching dueling head over the next position). Only C is left to
+`ModelQNetwork` (a branching dueling head over the next position). Only C is left to
 TD. Each stored pre-state backs up every one of the K = 2M + 1 positions a ("full-action
 backups", `learner.counterfactual_step`: the env's own step gives the next position p'_a and
 portfolio features), with double DQN (online selects, target evaluates):
@@ -23,31 +23,78 @@ and the forecasts are plain regressions with exact targets on the sampled traini
 
     L = mean_{b, a} huber(δ_a) + λ_aux·[mean_b (μ̂ − y)² + mean_b (m̂₂ − y²)²]
 
-The target network is the Polyak EMA of the whole tree (`agent.apply_loss`). Segment ends
+The target network is the Polyak EMA of the whole tree (`learner.apply_loss`). Segment ends
 bootstrap (truncation), ruin does not.
 """
 
 from __future__ import annotations
 
 import chex
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from flax import struct
 
 from rl_trader import env
 from rl_trader.agent.learner import (
+    Backups,
+    Head,
     HParams,
     LossInfo,
     TrainState,
     apply_loss,
     apply_positions,
+    full_action_backups,
     huber,
     position_actions,
     random_actions,
 )
-from rl_trader.agent.networks import ModelOut, Obs
-from rl_trader.config import AgentConfig, EnvConfig
+from rl_trader.agent.networks import GRN, centred, encode, head
+from rl_trader.agent.replay import NStep
+from rl_trader.config import AgentConfig, EnvConfig, NetConfig, RunConfig
+from rl_trader.data.fold_data import FoldData, Obs
 from rl_trader.env import FLAT
 
+
+@struct.dataclass
+class ModelOut:
+    """The model head's outputs (`ModelQNetwork`); leading axes follow the input's."""
+
+    aux: jax.Array  # [...] μ̂: the next bar's log return forecast (normalised units, ×1/s)
+    second_moment: jax.Array  # [...] m̂₂ ≥ 0: forecast of its square (normalised units²)
+    w_direction: jax.Array  # [..., 3] V + centred direction advantages (continuation)
+    w_magnitude: jax.Array  # [..., M] centred magnitude advantages (continuation)
+    market_weights: jax.Array  # [..., F]
+    portfolio_weights: jax.Array  # [..., P]
+
+
+class ModelQNetwork(nn.Module):
+    """The model head's network: forecasts μ̂ and m̂₂ = softplus(·) ≥ 0 from a forecast GRN on
+    the market encoding, and the continuation over the next position as a branching dueling
+    head on a trunk over the market and portfolio encodings, W(d, m) = V + Ã_dir(d) +
+    [d ≠ flat]·Ã_mag(m), Ã the centred advantages. Unless `NetConfig.td_to_encoder`, the trunk
+    reads the market encoding through a stop-gradient: the continuation's TD loss then trains
+    the trunk and the portfolio VSN, and only the regressions train the market encoder."""
+
+    cfg: NetConfig
+    n_magnitudes: int
+
+    @nn.compact
+    def __call__(self, obs: Obs) -> ModelOut:
+        cfg, p = self.cfg, self.cfg.precision
+        context, market, w_market, portfolio, w_port = encode(obs, cfg)
+        forecast = GRN(cfg.trunk, precision=p, name="forecast")(market, context)
+        moments = head(2, "moments", forecast, p)
+        enc, ctx = market, context
+        if not cfg.td_to_encoder:
+            enc, ctx = jax.lax.stop_gradient((market, context))
+        trunk = GRN(cfg.trunk, precision=p, name="trunk")(
+            jnp.concatenate([enc, portfolio], -1), ctx)
+        value = head(1, "value", trunk, p)
+        return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),
+                        w_direction=value + centred(head(3, "adv_direction", trunk, p)),
+                        w_magnitude=centred(head(self.n_magnitudes, "adv_magnitude", trunk, p)),
+                        market_weights=w_market, portfolio_weights=w_port)
 
 def position_fractions(cfg: EnvConfig) -> jax.Array:
     """The K positions of `learner.position_actions` as signed fractions of equity [K]."""
@@ -99,14 +146,14 @@ def forecast_losses(out_tm1: ModelOut, y_tm1: jax.Array) -> tuple[jax.Array, jax
 
 
 def model_loss(out_tm1: ModelOut, out_t_online: ModelOut, out_t_target: ModelOut,
-               position_tm1: jax.Array, position_t: jax.Array, scale_tm1: jax.Array,
-               scale_t: jax.Array, y_tm1: jax.Array, discount_t: jax.Array,
-               cfg: AgentConfig, env_cfg: EnvConfig,
+               backups: Backups, y_tm1: jax.Array, cfg: AgentConfig, env_cfg: EnvConfig,
                aux_weight: jax.Array) -> tuple[jax.Array, LossInfo]:
     """The batch loss of the module docstring. `out_tm1` leaves [B, ...] at the sampled
-    pre-states (p = `position_tm1` [B], s = `scale_tm1` [B]); the next states' outputs [B, K,
-    ...] (p'_a = `position_t` [B, K], s = `scale_t` [B]); y_tm1 [B] the aux targets;
-    discount_t [B, K]; `aux_weight` λ_aux."""
+    pre-states (p = `backups.position_tm1` [B], s = `backups.scale_tm1` [B]); the next states'
+    outputs [B, K, ...] (p'_a = `backups.position_t` [B, K], s = `backups.scale_t` [B]);
+    y_tm1 [B] the aux targets; `aux_weight` λ_aux."""
+    position_tm1, position_t = backups.position_tm1, backups.position_t
+    scale_tm1, scale_t, discount_t = backups.scale_tm1, backups.scale_t, backups.discount_t
     n_pos = position_t.shape[-1]
     chex.assert_shape([position_tm1, scale_tm1, scale_t, y_tm1], position_t.shape[:1])
     chex.assert_equal_shape([position_t, discount_t])
@@ -125,19 +172,16 @@ def model_loss(out_tm1: ModelOut, out_t_online: ModelOut, out_t_target: ModelOut
                           q_mean=jnp.mean(jnp.max(q_tm1, -1)))
 
 
-def model_update(state: TrainState, apply_fn, obs_tm1: Obs, obs_t: Obs, position_tm1: jax.Array,
-                 position_t: jax.Array, scale_tm1: jax.Array, scale_t: jax.Array,
-                 y_tm1: jax.Array, discount_t: jax.Array, cfg: AgentConfig,
-                 env_cfg: EnvConfig, hp: HParams) -> tuple[TrainState, LossInfo]:
-    """One gradient step of the model head (`model_loss`): obs_t holds the K next portfolios
-    [B, K, P] of each sample (one market row each)."""
-    out_t_target = apply_positions(apply_fn, state.target_params, obs_t)
-    out_t_online = jax.lax.stop_gradient(apply_positions(apply_fn, state.params, obs_t))
+def model_update(state: TrainState, apply_fn, obs_tm1: Obs, backups: Backups, y_tm1: jax.Array,
+                 cfg: AgentConfig, env_cfg: EnvConfig, hp: HParams) -> tuple[TrainState, LossInfo]:
+    """One gradient step of the model head (`model_loss`) on the full-action `backups` of the
+    pre-states observed as `obs_tm1` [B]."""
+    out_t_target = apply_positions(apply_fn, state.target_params, backups.obs_t)
+    out_t_online = jax.lax.stop_gradient(apply_positions(apply_fn, state.params, backups.obs_t))
 
     def loss_fn(params):
-        return model_loss(apply_fn(params, obs_tm1), out_t_online, out_t_target, position_tm1,
-                          position_t, scale_tm1, scale_t, y_tm1, discount_t, cfg, env_cfg,
-                          hp.aux_weight)
+        return model_loss(apply_fn(params, obs_tm1), out_t_online, out_t_target, backups, y_tm1,
+                          cfg, env_cfg, hp.aux_weight)
 
     return apply_loss(state, loss_fn, cfg, hp)
 
@@ -161,3 +205,49 @@ def epsilon_greedy_positions(key: jax.Array, q: jax.Array,
     best_dir, best_mag = greedy_actions(q, n_mag)
     return (jnp.where(explore, rand_dir, best_dir).astype(jnp.int32),
             jnp.where(explore, rand_mag, best_mag).astype(jnp.int32))
+
+
+def ensemble_q(out: ModelOut, position: jax.Array, scale: jax.Array,
+               cfg: RunConfig) -> jax.Array:
+    """Each member's assembled Q over the K positions [S, K] from its outputs [S] at the held
+    fraction `position` and return scale `scale` (scalars)."""
+    n = out.aux.shape[0]
+    return assemble(out, jnp.full((n,), position), jnp.full((n,), scale), cfg.env,
+                    cfg.agent.reward_scale)
+
+
+def greedy(out: ModelOut, position: jax.Array, scale: jax.Array,
+           cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
+    """The ensemble's choice from its members' outputs [S]: their assembled Q over the K
+    positions (linear in the forecasts and the continuation, so this averages those) is
+    averaged, and the ensemble holds the best position of that mean,
+    p* = a_k*, k* = argmax_k (1/S) Σ_s Q_s(a_k); its Q is that mean's maximum."""
+    q_pos = ensemble_q(out, position, scale, cfg).mean(0)
+    best = jnp.argmax(q_pos)
+    return position_fractions(cfg.env)[best], q_pos[best]
+
+
+def make(cfg: RunConfig) -> Head:
+    """The model head of `cfg` (`learner.Head`)."""
+    net = ModelQNetwork(cfg.net, len(cfg.env.magnitudes))
+
+    def explore(key: jax.Array, out: ModelOut, position: jax.Array, scale: jax.Array,
+                epsilon: jax.Array) -> tuple[jax.Array, jax.Array]:
+        q = assemble(out, position, scale, cfg.env, cfg.agent.reward_scale)
+        return epsilon_greedy_positions(key, q, epsilon)
+
+    def learn(state: TrainState, sample: NStep, obs_tm1: Obs, y_tm1: jax.Array,
+              fold: FoldData, hp: HParams) -> tuple[TrainState, LossInfo]:
+        backups = full_action_backups(sample.state_tm1, obs_tm1, fold, cfg, hp.gamma)
+        return model_update(state, net.apply, obs_tm1, backups, y_tm1, cfg.agent, cfg.env, hp)
+
+    def describe(out: ModelOut, position: jax.Array, scale: jax.Array) -> dict[str, jax.Array]:
+        q_pos = ensemble_q(out, position, scale, cfg)
+        return {"fraction": position_fractions(cfg.env)[jnp.argmax(q_pos, -1)],
+                "q_position": q_pos, "next_return_second_moment": out.second_moment * scale**2}
+
+    return Head(network=net, explore=explore, update=learn,
+                greedy=lambda out, position, scale: greedy(out, position, scale, cfg),
+                describe=describe,
+                labels={"q_position": tuple(f"{x:+g}" for x in (
+                    0.0, *(-m for m in cfg.env.magnitudes), *cfg.env.magnitudes))})

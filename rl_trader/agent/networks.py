@@ -1,22 +1,13 @@
-"""The Q-networks: Temporal Fusion Transformer parts with branching heads (Flax Linen).
+"""The Q-networks' parts: Temporal Fusion Transformer blocks and the shared encoder (Flax Linen).
 
     GLU(x)    = σ(W₄x + b₄) ⊙ (W₅x + b₅)
     GRN(a, c) = LayerNorm(a' + GLU(W₁·ELU(W₂a + W₃c + b₂) + b₁)),  a' = a or a projection of a
     VSN(x, c) = Σ_v w_v · GRN_v(x_v),   w = softmax(GRN(flatten[GRN_v(x_v)]_v, c))
     Q_b(s, a) = V(s) + A_b(s, a) − mean_a' A_b(s, a')      for each branch b (BDQ)
 
-Two heads (`NetConfig.q_head`, `make_network`):
-
-- `QNetwork` ("generic"): the branching dueling Q-network, Q_direction [3] and Q_magnitude [M],
-  and an auxiliary next-bar-return head ŷ, all learnt by TD (the aux head by regression).
-- `ModelQNetwork` ("model"): the parts of a Q-function built on the known reward
-  (`model_head` assembles it): forecasts of the next bar's normalised log return μ̂ and of its
-  square m̂₂ = softplus(·) ≥ 0 from a forecast GRN on the market encoding, and a continuation
-  over the next position as a branching dueling head on a trunk over the market and
-  portfolio encodings, W(d, m) = V + Ã_dir(d) + [d ≠ flat]·Ã_mag(m), Ã the centred
-  advantages. Unless `NetConfig.td_to_encoder`, the trunk reads the market encoding through
-  a stop-gradient: the continuation's TD loss then trains the trunk and the portfolio VSN,
-  and only the regressions train the market encoder.
+Each Q-head's network (`model_head.ModelQNetwork`, `generic_head.QNetwork`) is built from these
+parts on the encoder `encode`: a VSN over the market variables (with the look-back context)
+and one over the portfolio variables.
 
 Inputs (leading batch axes allowed): market variables [..., F] at bar t, the look-back window
 [..., L, F] (bars t−L+1 … t), portfolio variables [..., P]. With L > 1 the window is summarised
@@ -29,33 +20,9 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from flax import struct
 
 from rl_trader.config import NetConfig
 from rl_trader.data.fold_data import Obs
-
-
-@struct.dataclass
-class QOut:
-    """The generic network's outputs; leading axes follow the input's."""
-
-    q_direction: jax.Array  # [..., 3]  (short, flat, long)
-    q_magnitude: jax.Array  # [..., M]
-    aux: jax.Array  # [...]  predicted next-bar return (normalised units)
-    market_weights: jax.Array  # [..., F]  VSN selection weights (sum to 1)
-    portfolio_weights: jax.Array  # [..., P]
-
-
-@struct.dataclass
-class ModelOut:
-    """The model head's outputs (`ModelQNetwork`); leading axes follow the input's."""
-
-    aux: jax.Array  # [...] μ̂: the next bar's log return forecast (normalised units, ×1/s)
-    second_moment: jax.Array  # [...] m̂₂ ≥ 0: forecast of its square (normalised units²)
-    w_direction: jax.Array  # [..., 3] V + centred direction advantages (continuation)
-    w_magnitude: jax.Array  # [..., M] centred magnitude advantages (continuation)
-    market_weights: jax.Array  # [..., F]
-    portfolio_weights: jax.Array  # [..., P]
 
 
 def numerics(precision: str) -> tuple[jnp.dtype, jax.lax.Precision]:
@@ -194,54 +161,3 @@ def encode(obs: Obs, cfg: NetConfig) -> tuple[jax.Array | None, jax.Array, jax.A
     market, w_market = VSN(cfg.hidden, p, name="market_vsn")(obs.market, context)
     portfolio, w_port = VSN(cfg.hidden, p, name="portfolio_vsn")(obs.portfolio)
     return context, market, w_market, portfolio, w_port
-
-
-class QNetwork(nn.Module):
-    """Branching dueling Q-network over the market and portfolio groups, with an aux head."""
-
-    cfg: NetConfig
-    n_magnitudes: int
-
-    @nn.compact
-    def __call__(self, obs: Obs) -> QOut:
-        cfg, p = self.cfg, self.cfg.precision
-        context, market, w_market, portfolio, w_port = encode(obs, cfg)
-        trunk = GRN(cfg.trunk, precision=p, name="trunk")(
-            jnp.concatenate([market, portfolio], -1), context)
-        value = head(1, "value", trunk, p)
-        adv_dir = head(3, "adv_direction", trunk, p)
-        adv_mag = head(self.n_magnitudes, "adv_magnitude", trunk, p)
-        aux = head(1, "aux", with_context(market, context), p)[..., 0]
-        return QOut(q_direction=value + centred(adv_dir), q_magnitude=value + centred(adv_mag),
-                    aux=aux, market_weights=w_market, portfolio_weights=w_port)
-
-
-class ModelQNetwork(nn.Module):
-    """The model head's network (module docstring): forecasts μ̂, m̂₂ and the continuation's
-    branches."""
-
-    cfg: NetConfig
-    n_magnitudes: int
-
-    @nn.compact
-    def __call__(self, obs: Obs) -> ModelOut:
-        cfg, p = self.cfg, self.cfg.precision
-        context, market, w_market, portfolio, w_port = encode(obs, cfg)
-        forecast = GRN(cfg.trunk, precision=p, name="forecast")(market, context)
-        moments = head(2, "moments", forecast, p)
-        enc, ctx = market, context
-        if not cfg.td_to_encoder:
-            enc, ctx = jax.lax.stop_gradient((market, context))
-        trunk = GRN(cfg.trunk, precision=p, name="trunk")(
-            jnp.concatenate([enc, portfolio], -1), ctx)
-        value = head(1, "value", trunk, p)
-        return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),
-                        w_direction=value + centred(head(3, "adv_direction", trunk, p)),
-                        w_magnitude=centred(head(self.n_magnitudes, "adv_magnitude", trunk, p)),
-                        market_weights=w_market, portfolio_weights=w_port)
-
-
-def make_network(cfg: NetConfig, n_magnitudes: int) -> QNetwork | ModelQNetwork:
-    """The network of `cfg.q_head`."""
-    cls = ModelQNetwork if cfg.q_head == "model" else QNetwork
-    return cls(cfg, n_magnitudes)

@@ -40,6 +40,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     return p
 
 
+FORECASTS = (("next log return", "aux_next_log_return", "+.5f"),
+             ("its square", "next_return_second_moment", ".2e"))
+
+
 def print_prediction(pred: dict) -> None:
     """Members' Q-values and actions, the ensemble's target, then the VSN weights (rich)."""
     from rich.console import Console
@@ -49,16 +53,12 @@ def print_prediction(pred: dict) -> None:
 
     console = Console(width=max(140, Console().width))
     first = pred["members"][0]
-    if "q_position" in first:  # the model head: Q of each position, and both forecasts
-        q_cols = [f"Q {p}" for p in first["q_position"]]
-        rows = [[*m["q_position"].values()] for m in pred["members"]]
-        tail = [("next log return", "aux_next_log_return", "+.5f"),
-                ("its square", "next_return_second_moment", ".2e")]
-    else:
-        q_cols = ["Q short", "Q flat", "Q long", *(f"Q ×{x}" for x in first["q_magnitude"])]
-        rows = [[*m["q_direction"].values(), *m["q_magnitude"].values()]
-                for m in pred["members"]]
-        tail = [("aux: next log return", "aux_next_log_return", "+.5f")]
+    # the head's Q-values (a dict each: one column per position, direction or magnitude),
+    # then its forecasts
+    q_keys = [k for k, v in first.items() if isinstance(v, dict)]
+    q_cols = [f"Q {label}" for k in q_keys for label in first[k]]
+    rows = [[q for k in q_keys for q in m[k].values()] for m in pred["members"]]
+    tail = [(title, key, spec) for title, key, spec in FORECASTS if key in first]
     table = Table(title=f"fold {pred['fold']} (epoch {pred['epoch']}) at the close of "
                         f"{pred['last_date']} (bar {pred['last_bar']})")
     for col in ("member", "direction", "fraction", *q_cols, *(t for t, _, _ in tail)):

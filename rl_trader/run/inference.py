@@ -24,9 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader import env
+from rl_trader.agent.heads import make_head
 from rl_trader.agent.learner import TrainState, init_train_state
-from rl_trader.agent.model_head import assemble, position_fractions
-from rl_trader.agent.networks import ModelOut, Obs, QOut, make_network
+from rl_trader.agent.networks import Obs
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.baselines.gbm import TREES_FILE, load_trees, tree_column
 from rl_trader.baselines.suite import BASELINES
@@ -37,7 +37,7 @@ from rl_trader.data.features import Normaliser, compute_features, next_bar_log_r
 from rl_trader.data.fold_data import FoldData, device_fold_data, observe
 from rl_trader.errors import InputError
 from rl_trader.evaluation.metrics import geometric_mean_positive, sharpe
-from rl_trader.evaluation.rollout import Rollout, rollout
+from rl_trader.evaluation.rollout import Aux, Rollout, rollout
 from rl_trader.evaluation.stats import min_track_record_length, moments, probabilistic_sharpe_ratio
 from rl_trader.run.checkpoint import FoldCheckpoints, fingerprint
 from rl_trader.run.prepare import TREE_FORECAST_NAME
@@ -100,7 +100,7 @@ def _read_json(path: Path) -> dict:
 def learner_template(cfg: RunConfig, n_features: int, seeds: int) -> TrainState:
     """Zero learner state of `seeds` members (leading axis) with the training run's structure,
     as host numpy arrays (shapes from `jax.eval_shape`: nothing is initialised or compiled)."""
-    net = make_network(cfg.net, len(cfg.env.magnitudes))
+    net = make_head(cfg).network
     dummy = Obs(market=jnp.zeros((n_features,)),
                 window=jnp.zeros((cfg.features.lookback, n_features)),
                 portfolio=jnp.zeros((len(env.PORTFOLIO_NAMES),)))
@@ -205,24 +205,17 @@ def held_state(t: int, position: float, data: FoldData) -> env.EnvState:
 
 @partial(jax.jit, static_argnums=3)
 def act(params, data: FoldData, state: env.EnvState,
-        cfg: RunConfig) -> tuple[jax.Array, jax.Array, jax.Array, QOut | ModelOut, jax.Array,
-                                 jax.Array | None]:
-    """At the close of bar `state.t`: the ensemble's target (`greedy_decide`), its mean VSN
-    weights (market [F], portfolio [P]), every member's network outputs (leading axis [S]),
-    the portfolio features [P] and, for the model head, every member's assembled Q over the
-    K positions [S, K] (None for the generic head)."""
+        cfg: RunConfig) -> tuple[jax.Array, Aux, dict[str, jax.Array], jax.Array, jax.Array]:
+    """At the close of bar `state.t`: the ensemble's target and what it reports (`Aux`: mean
+    VSN weights and forecast; `greedy_decide`), every member's choice and Q-values
+    (`Head.describe`, leading axis [S]), each member's forecast ŷ [S] and the portfolio
+    features [P]."""
     port = env.portfolio_features(state, data.prices)
     target, aux = greedy_decide(params, data, cfg)(None, state, port)
-    net = make_network(cfg.net, len(cfg.env.magnitudes))
-    out = jax.vmap(net.apply, in_axes=(0, None))(
+    head = make_head(cfg)
+    out = jax.vmap(head.network.apply, in_axes=(0, None))(
         params, observe(data, state.t, port, cfg.features))
-    q_pos = None
-    if cfg.net.q_head == "model":
-        n = out.aux.shape[0]
-        q_pos = assemble(out, jnp.full((n,), port[0]),
-                         jnp.full((n,), data.return_scale[state.t]), cfg.env,
-                         cfg.agent.reward_scale)
-    return target, aux.market_weights, aux.portfolio_weights, out, port, q_pos
+    return target, aux, head.describe(out, port[0], data.return_scale[state.t]), out.aux, port
 
 
 def _when(date: np.datetime64) -> str:
@@ -243,27 +236,15 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
                          f"[-{MAX_HELD:g}, {MAX_HELD:g}]")
     data = market_data(policy, bars)
     t = len(bars) - 1
-    target, w_m, w_p, out, port, q_pos = jax.tree.map(
+    target, aux, described, forecast, port = jax.tree.map(
         np.asarray, act(policy.params, data, held_state(t, position, data), policy.cfg))
-    mags, scale = policy.cfg.env.magnitudes, float(policy.info["aux_scale"])
+    labels, scale = make_head(policy.cfg).labels, float(policy.info["aux_scale"])
     members = []
-    for s in range(out.aux.shape[0]):
-        if q_pos is None:
-            d, m = int(np.argmax(out.q_direction[s])), int(np.argmax(out.q_magnitude[s]))
-            frac = (d - 1) * mags[m]
-            q = {"q_direction": dict(zip(DIRECTIONS, map(float, out.q_direction[s]),
-                                         strict=True)),
-                 "q_magnitude": {f"{x:g}": float(q) for x, q in zip(mags, out.q_magnitude[s],
-                                                                     strict=True)}}
-        else:
-            fractions = np.asarray(position_fractions(policy.cfg.env), np.float64)
-            frac = float(fractions[int(np.argmax(q_pos[s]))])
-            q = {"q_position": {f"{x:+g}": float(v) for x, v in zip(fractions, q_pos[s],
-                                                                    strict=True)},
-                 "next_return_second_moment": float(out.second_moment[s]) * scale**2}
+    for s, frac in enumerate(map(float, described.pop("fraction"))):
+        q = {name: (dict(zip(labels[name], map(float, v[s]), strict=True)) if name in labels
+                    else float(v[s])) for name, v in described.items()}
         members.append({"member": s, "direction": _direction(frac), "magnitude": abs(frac),
-                        "fraction": frac, **q,
-                        "aux_next_log_return": float(out.aux[s]) * scale})
+                        "fraction": frac, **q, "aux_next_log_return": float(forecast[s]) * scale})
     fraction = float(target)
     return {
         "run_dir": str(policy.run_dir), "fold": policy.fold, "epoch": policy.epoch,
@@ -274,8 +255,10 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
         "target": {"direction": _direction(fraction), "magnitude": abs(fraction),
                    "fraction": fraction},
         "members": members,
-        "market_vsn_weights": dict(zip(policy.market_names, map(float, w_m), strict=True)),
-        "portfolio_vsn_weights": dict(zip(env.PORTFOLIO_NAMES, map(float, w_p), strict=True)),
+        "market_vsn_weights": dict(zip(policy.market_names, map(float, aux.market_weights),
+                                       strict=True)),
+        "portfolio_vsn_weights": dict(zip(env.PORTFOLIO_NAMES, map(float, aux.portfolio_weights),
+                                          strict=True)),
         "portfolio_features": dict(zip(env.PORTFOLIO_NAMES, map(float, port), strict=True)),
     }
 

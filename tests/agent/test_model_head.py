@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from rl_trader import env
-from rl_trader.agent.learner import position_actions
+from rl_trader.agent.learner import Backups, position_actions
 from rl_trader.agent.model_head import (
+    ModelOut,
     assemble,
     continuation,
     epsilon_greedy_positions,
@@ -20,7 +21,6 @@ from rl_trader.agent.model_head import (
     model_td,
     position_fractions,
 )
-from rl_trader.agent.networks import ModelOut
 from rl_trader.config import AgentConfig, EnvConfig
 
 ENV = EnvConfig(magnitudes=(0.5, 1.0), reward="log")  # K = 5: 0, −0.5, −1, +0.5, +1
@@ -113,8 +113,10 @@ def test_the_heads_targets():
     nxt = out_of(np.zeros((b, k)), np.ones((b, k)), np.zeros((b, k, 3)), np.zeros((b, k, 2)))
     pos_t = jnp.tile(jnp.asarray(POSITIONS), (b, 1))
     disc = jnp.full((b, k), 0.9)
-    loss, info = model_loss(out_tm1, nxt, nxt, jnp.zeros(b), pos_t, jnp.full(b, 0.01),
-                            jnp.full(b, 0.01), y, disc, cfg, ENV, aux_weight=0.5)
+    backups = Backups(obs_t=None, position_tm1=jnp.zeros(b), position_t=pos_t,
+                      scale_tm1=jnp.full(b, 0.01), scale_t=jnp.full(b, 0.01), r_t=None,
+                      discount_t=disc)
+    loss, info = model_loss(out_tm1, nxt, nxt, backups, y, cfg, ENV, aux_weight=0.5)
     np.testing.assert_allclose(info.aux_loss, np.mean((np.asarray([0.2, -1.0]) - y) ** 2))
     second = np.mean((np.asarray([1.0, 3.0]) - np.asarray(y) ** 2) ** 2)
     # next states: μ̂ = 0, m̂₂ = 1, W = 0, so Q̄(p', a') = 100·[a'·½·1e-4 − ½a'²·1e-4 − cost]

@@ -11,17 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl_trader.agent.networks import (
-    GLU,
-    GRN,
-    VSN,
-    ModelQNetwork,
-    Obs,
-    QNetwork,
-    VariableGRNs,
-    make_network,
-)
-from rl_trader.config import NetConfig
+from rl_trader.agent.generic_head import QNetwork
+from rl_trader.agent.heads import make_head
+from rl_trader.agent.model_head import ModelQNetwork
+from rl_trader.agent.networks import GLU, GRN, VSN, Obs, VariableGRNs
+from rl_trader.config import NetConfig, RunConfig
 from tests.helpers import init_params, make_obs
 
 SMALL = NetConfig(hidden=4, trunk=8, context=4)
@@ -156,8 +150,8 @@ def test_model_network_outputs_and_the_stop_gradient():
     for td_to_encoder in (False, True):
         cfg = NetConfig(hidden=4, trunk=8, context=4, q_head="model",
                         td_to_encoder=td_to_encoder)
-        net = make_network(cfg, M)
-        assert isinstance(net, ModelQNetwork)
+        net = make_head(RunConfig(net=cfg)).network  # M magnitudes by default
+        assert isinstance(net, ModelQNetwork) and net.n_magnitudes == M
         params = init_params(net, obs, seed=2)
         out = jax.jit(net.apply)(params, obs)
         chex.assert_shape([out.aux, out.second_moment], (6,))

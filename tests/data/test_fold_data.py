@@ -6,7 +6,7 @@ import jax
 import numpy as np
 
 from rl_trader import env
-from rl_trader.agent.networks import make_network
+from rl_trader.agent.heads import make_head
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.baselines.ridge import fit_ridge
 from rl_trader.baselines.suite import baseline_rollouts
@@ -36,7 +36,7 @@ def test_padding_changes_no_rollout_up_to_the_last_bar():
     plain = _unpadded(padded, n)
     start, length = int(prep.folds[k].test[0]), prep.test_len
     assert start + length == n  # the last test block ends at the last bar: the edge case
-    net = make_network(cfg.net, len(cfg.env.magnitudes))
+    net = make_head(cfg).network
     f = market_width(padded)
     dummy = Obs(market=np.zeros(f, np.float32), window=np.zeros((cfg.features.lookback, f),
                                                                   np.float32),

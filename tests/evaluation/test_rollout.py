@@ -8,7 +8,7 @@ import numpy as np
 
 from rl_trader import env
 from rl_trader.agent import model_head
-from rl_trader.agent.networks import make_network
+from rl_trader.agent.heads import make_head
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.baselines.oracle import oracle_rollout
 from rl_trader.baselines.ridge import RIDGE_ALPHAS, fit_ridge, ridge_solve
@@ -29,7 +29,7 @@ def decision_at_validation(cfg):
     validation decision under `cfg`."""
     prep = prepare(cfg)
     data = prep.fold_data(0)
-    net = make_network(cfg.net, len(cfg.env.magnitudes))
+    net = make_head(cfg).network
     start = int(prep.folds[0].val[0])
     state = env.reset(start, start + 10)
     port = env.portfolio_features(state, data.prices)

@@ -16,9 +16,11 @@ import optax
 import pytest
 from safetensors.numpy import load_file
 
+from rl_trader.agent.generic_head import QNetwork
+from rl_trader.agent.heads import HEADS
 from rl_trader.agent.learner import HParams, TrainState, init_train_state, make_optimizer
-from rl_trader.agent.networks import Obs, QNetwork, make_network
-from rl_trader.config import AgentConfig, NetConfig
+from rl_trader.agent.networks import Obs
+from rl_trader.config import AgentConfig, NetConfig, RunConfig
 from rl_trader.errors import InputError
 from rl_trader.run.checkpoint import (
     FoldCheckpoints,
@@ -46,7 +48,8 @@ def init_params(seed: int = 0):
 
 
 def abstract_params(net_cfg: NetConfig):
-    return jax.eval_shape(make_network(net_cfg, N_MAG).init, jax.random.key(0), OBS)
+    cfg = RunConfig(net=net_cfg)  # N_MAG magnitudes by default
+    return jax.eval_shape(HEADS[net_cfg.q_head](cfg).network.init, jax.random.key(0), OBS)
 
 
 @jax.jit

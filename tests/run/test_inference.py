@@ -15,9 +15,9 @@ import pytest
 from safetensors.numpy import load_file
 
 from rl_trader import env
+from rl_trader.agent.heads import make_head
 from rl_trader.agent.learner import policy_params
 from rl_trader.agent.model_head import assemble
-from rl_trader.agent.networks import make_network
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.cli import backtest as backtest_cli
 from rl_trader.cli import predict as predict_cli
@@ -116,7 +116,7 @@ def test_predict_matches_the_restored_ensemble_on_the_last_bar(trained, capsys):
     target, aux = greedy_decide(params, data, cfg)(None, state, port)
     w_m = aux.market_weights
     assert pred["target"]["fraction"] == pytest.approx(float(target), abs=1e-6)
-    out = jax.vmap(make_network(cfg.net, len(cfg.env.magnitudes)).apply, in_axes=(0, None))(
+    out = jax.vmap(make_head(cfg).network.apply, in_axes=(0, None))(
         params, observe(data, state.t, port, cfg.features))
     n = out.aux.shape[0]
     q = assemble(out, jnp.zeros(n), jnp.full(n, data.return_scale[state.t]), cfg.env,

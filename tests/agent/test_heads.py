@@ -1,0 +1,70 @@
+"""The Q-heads behind one protocol (`learner.Head`): every configured head is built, and each
+one's exploration, greedy choice and description agree with one another."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rl_trader import env
+from rl_trader.agent.heads import HEADS, make_head
+from rl_trader.config import Q_HEADS, NetConfig, RunConfig
+from tests.helpers import make_obs
+
+S, N = 3, 16  # members of an ensemble, samples of an exploring batch
+POSITION, SCALE = 0.5, 0.01
+
+
+def test_every_configured_head_has_a_builder():
+    assert set(HEADS) == set(Q_HEADS)
+
+
+def head_and_outputs(name: str, lead: tuple[int, ...]):
+    """The head `name` of a small config and its network's outputs on random observations with
+    leading axes `lead`, from S members' params."""
+    cfg = RunConfig(net=NetConfig(hidden=4, trunk=8, context=4, q_head=name))
+    head = make_head(cfg)
+    obs = make_obs(3, lead)
+    params = jax.vmap(lambda k: head.network.init(k, make_obs(0)))(
+        jax.random.split(jax.random.key(1), S))
+    out = jax.vmap(head.network.apply, in_axes=(0, None))(params, obs)
+    return cfg, head, out
+
+
+@pytest.mark.parametrize("name", Q_HEADS)
+def test_a_heads_greedy_choice_and_description_agree(name):
+    """One member's greedy target is the fraction `describe` says it chooses; an ensemble's
+    target is a position the env can hold; every described vector has one value per label."""
+    cfg, head, out = head_and_outputs(name, ())
+    described = jax.jit(head.describe)(out, jnp.float32(POSITION), jnp.float32(SCALE))
+    assert described["fraction"].shape == (S,)
+    for key, labels in head.labels.items():
+        assert described[key].shape == (S, len(labels)), key
+    for s in range(S):
+        one = jax.tree.map(lambda x, s=s: x[s:s + 1], out)
+        target, q = jax.jit(head.greedy)(one, jnp.float32(POSITION), jnp.float32(SCALE))
+        assert float(target) == float(described["fraction"][s])
+        assert np.isfinite(float(q))
+    target, _ = jax.jit(head.greedy)(out, jnp.float32(POSITION), jnp.float32(SCALE))
+    assert -1.0 <= float(target) <= 1.0
+
+
+@pytest.mark.parametrize("name", Q_HEADS)
+def test_exploring_at_zero_epsilon_takes_the_described_choice(name):
+    """ε = 0: each env's action is what the head describes as its choice for that sample;
+    ε = 1: the uniform random actions of the prefill, from the same key."""
+    cfg, head, out = head_and_outputs(name, (N,))
+    member = jax.tree.map(lambda x: x[0], out)  # one member's outputs on N samples
+    position, scale = jnp.full((N,), POSITION), jnp.full((N,), SCALE)
+    explore = jax.jit(head.explore)
+    d, m = explore(jax.random.key(2), member, position, scale, jnp.float32(0.0))
+    taken = np.asarray(env.target_fraction(d, m, cfg.env))
+    for n in range(N):
+        one = jax.tree.map(lambda x, n=n: x[n:n + 1], member)
+        chosen = head.describe(one, jnp.float32(POSITION), jnp.float32(SCALE))["fraction"][0]
+        assert taken[n] == float(chosen), n
+    d, m = explore(jax.random.key(4), member, position, scale, jnp.float32(1.0))
+    assert set(np.unique(d)) <= {0, 1, 2} and len(np.unique(d)) > 1
+
