@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import sys
 
@@ -84,11 +85,12 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     return 0
 
 
-def network_ics(net, data, cfg, noise: float, updates: int,
-                val_bars) -> tuple[list[float], list[float]]:
-    """Fit the forecasts alone on `data`'s training rows at input noise `noise`; μ̂'s and
-    m̂₂'s validation ICs (against y and y²) after each fifth of `updates` (module
-    docstring)."""
+def network_ics(net, data, cfg, noises: list[float], updates: int,
+                val_bars) -> dict[str, tuple[list[float], list[float]]]:
+    """Fit the forecasts alone on `data`'s training rows at each input noise level in `noises`
+    (each fit from the same start); μ̂'s and m̂₂'s validation ICs (against y and y²) after each
+    fifth of `updates` (module docstring), by level (`str(noise)`). One program serves every
+    level: the noise is its argument."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -109,7 +111,7 @@ def network_ics(net, data, cfg, noise: float, updates: int,
     def loss(p, obs, y_b):
         return sum(forecast_losses(net.apply(p, obs), y_b))
 
-    def one(carry, key):
+    def one(noise, carry, key):
         params, opt = carry
         k_row, k_m, k_w = jax.random.split(key, 3)
         t = rows[jax.random.randint(k_row, (cfg.agent.batch_size,), 0, rows.shape[0])]
@@ -119,17 +121,20 @@ def network_ics(net, data, cfg, noise: float, updates: int,
         upd, opt = tx.update(jax.grad(loss)(params, obs, data.aux_target[t]), opt, params)
         return (jax.tree.map(jnp.add, params, upd), opt), None
 
-    fit = jax.jit(lambda c, key: jax.lax.scan(one, c, jax.random.split(
-        key, updates // CHECKPOINTS))[0])
-    carry, key = (params, tx.init(params)), jax.random.PRNGKey(cfg.seed + 1)
-    ics, second = [], []
-    for _ in range(CHECKPOINTS):
-        key, sub = jax.random.split(key)
-        carry = fit(carry, sub)
-        out = net.apply(carry[0], val_obs)
-        ics.append(forecast_ic(np.asarray(out.aux), y_val))
-        second.append(forecast_ic(np.asarray(out.second_moment), y_val**2))
-    return ics, second
+    fit = jax.jit(lambda c, key, noise: jax.lax.scan(
+        functools.partial(one, noise), c, jax.random.split(key, updates // CHECKPOINTS))[0])
+    out = {}
+    for noise in noises:
+        carry, key = (params, tx.init(params)), jax.random.PRNGKey(cfg.seed + 1)
+        ics, second = [], []
+        for _ in range(CHECKPOINTS):
+            key, sub = jax.random.split(key)
+            carry = fit(carry, sub, jnp.float32(noise))
+            pred = net.apply(carry[0], val_obs)
+            ics.append(forecast_ic(np.asarray(pred.aux), y_val))
+            second.append(forecast_ic(np.asarray(pred.second_moment), y_val**2))
+        out[str(noise)] = ics, second
+    return out
 
 
 def run(cfg, noises: list[float], updates: int) -> dict:
@@ -156,7 +161,7 @@ def run(cfg, noises: list[float], updates: int) -> dict:
         ridge_hat = np.asarray(data.features)[at] @ np.asarray(ridge.beta)
         gbm_hat = np.asarray(fit_gbm(data, prep.val_steps, cfg).forecast.y_hat)[at]
         vol = np.asarray(trailing_vol(data.prices.close))[at]
-        fits = {str(n): network_ics(net, data, cfg, n, updates, bars) for n in noises}
+        fits = network_ics(net, data, cfg, noises, updates, bars)
         folds.append({"fold": k, "ridge_ic": forecast_ic(ridge_hat, y_val),
                       "gbm_ic": forecast_ic(gbm_hat, y_val),
                       "vol_second_ic": forecast_ic(vol**2, y_val**2),
