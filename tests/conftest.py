@@ -106,6 +106,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def tree_cache(tmp_path_factory) -> str:
+    """The session's cache of tree fits (`baselines.tree_cache`), set in os.environ: the
+    tests' runs never write to the user's cache, and the many tiny runs of one worker fit each
+    fold's trees once (a fit is keyed by its inputs, so a hit returns what fitting would)."""
+    path = os.environ.get("RL_TRADER_TREE_CACHE") or str(tmp_path_factory.mktemp("trees"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RL_TRADER_TREE_CACHE", path)
+        yield path
+
+
+@pytest.fixture(scope="session", autouse=True)
 def jax_cache(tmp_path_factory) -> str:
     """The session's compilation cache directory (or `off`), set in os.environ."""
     path = os.environ.get("RL_TRADER_JAX_CACHE") or str(tmp_path_factory.mktemp("jax_cache"))

@@ -8,7 +8,8 @@ the same training range). The number of leaves (`GBM_LEAVES`) and of boosting it
 are chosen by the validation Sharpe of its position rule, clip(ŷ / s, −1, 1) with s the root
 mean square of ŷ over the fitted rows (`baselines.ridge.forecast_position`), traded through the env
 with the run's costs, as ridge's penalty is: the first best on ties. Only train and validation
-bars are read; the fit is deterministic (fixed `random_state`, no early stopping, no subsampling).
+bars are read; the fit is deterministic (fixed `random_state`, no early stopping, no subsampling),
+so its trees are cached on disk by their inputs (`tree_cache`).
 
 With `--tree-forecast on` the same trees become one more market variable of the agent
 (`with_tree_forecast`), cross-fitted on the train segment so that no train bar's value comes
@@ -29,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader.baselines.ridge import Forecast, forecast_val_sharpes
+from rl_trader.baselines.tree_cache import cached, fit_key
 from rl_trader.config import GBM_ITERATIONS, RunConfig
 from rl_trader.data.features import Normaliser, fit_normaliser, normalise
 from rl_trader.data.fold_data import FoldData, training_bars
@@ -69,13 +71,16 @@ def candidate_iterations(cfg: RunConfig) -> tuple[int, ...]:
     return tuple(n for n in GBM_ITERATIONS if n <= cfg.train.gbm_iterations)
 
 
-def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
-    """Fit on train, choose leaves and iterations on validation (module docstring);
-    `val_steps` as for `baselines.ridge.fit_ridge`."""
-    x = np.asarray(data.features, np.float64)
-    y = np.asarray(data.aux_target, np.float64)
-    rows = np.asarray(training_bars(data))
-    counts = candidate_iterations(cfg)
+def _settings(**more: object) -> dict:
+    """The trees' settings a fit's cache key holds (`tree_cache.fit_key`), with `more`."""
+    return {"leaves": GBM_LEAVES, "learning_rate": LEARNING_RATE,
+            "min_samples_leaf": MIN_SAMPLES_LEAF, **more}
+
+
+def _staged_fits(x: np.ndarray, y: np.ndarray, rows: np.ndarray,
+                 counts: tuple[int, ...]) -> tuple[np.ndarray, list]:
+    """One regressor a leaf count fit on `rows` of (x [T, F], y [T]), and its staged forecasts
+    at `counts` iterations: (ŷ [len(GBM_LEAVES)·len(counts), T] float32, the regressors)."""
     keep = set(counts)
     y_hats, models = [], []
     for leaves in GBM_LEAVES:
@@ -83,7 +88,18 @@ def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
         model.fit(x[rows], y[rows])
         models.append(model)
         y_hats += [p for i, p in enumerate(model.staged_predict(x), 1) if i in keep]
-    y_hat = np.stack(y_hats).astype(np.float32)  # [C, T_b]
+    return np.stack(y_hats).astype(np.float32), models
+
+
+def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
+    """Fit on train, choose leaves and iterations on validation (module docstring);
+    `val_steps` as for `baselines.ridge.fit_ridge`."""
+    x = np.asarray(data.features, np.float64)
+    y = np.asarray(data.aux_target, np.float64)
+    rows = np.asarray(training_bars(data))
+    counts = candidate_iterations(cfg)
+    y_hat, models = cached(fit_key("gbm", (x, y, rows), _settings(iterations=counts)),
+                           lambda: _staged_fits(x, y, rows, counts))
     scale = np.maximum(np.sqrt(np.mean(y_hat[:, rows] ** 2, axis=1)), 1e-12).astype(np.float32)
     sharpes = np.asarray(forecast_val_sharpes(Forecast(y_hat=y_hat, scale=scale), data,
                                               val_steps, cfg), np.float64)
@@ -204,8 +220,10 @@ def cross_fitted_forecast(data: FoldData, fit: GbmFit, gap: int) -> np.ndarray:
     t = np.arange(len(y))
     for lo, hi in cross_fit_blocks(data):
         use = rows & ((t < lo - gap) | (t >= hi + gap))
-        model = _trees(fit.leaves, fit.iterations).fit(x[use], y[use])
-        y_hat[lo:hi] = model.predict(x[lo:hi])
+        key = fit_key("gbm block", (x, y, use), _settings(
+            leaves=fit.leaves, iterations=fit.iterations, block=(lo, hi)))
+        y_hat[lo:hi] = cached(key, lambda lo=lo, hi=hi, use=use: _trees(
+            fit.leaves, fit.iterations).fit(x[use], y[use]).predict(x[lo:hi]))
     return y_hat
 
 

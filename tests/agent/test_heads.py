@@ -11,7 +11,7 @@ import pytest
 from rl_trader import env
 from rl_trader.agent.heads import HEADS, make_head
 from rl_trader.config import Q_HEADS, NetConfig, RunConfig
-from tests.helpers import make_obs
+from tests.helpers import init_params, make_obs
 
 S, N = 3, 16  # members of an ensemble, samples of an exploring batch
 POSITION, SCALE = 0.5, 0.01
@@ -26,10 +26,9 @@ def head_and_outputs(name: str, lead: tuple[int, ...]):
     leading axes `lead`, from S members' params."""
     cfg = RunConfig(net=NetConfig(hidden=4, trunk=8, context=4, q_head=name))
     head = make_head(cfg)
-    obs = make_obs(3, lead)
-    params = jax.vmap(lambda k: head.network.init(k, make_obs(0)))(
-        jax.random.split(jax.random.key(1), S))
-    out = jax.vmap(head.network.apply, in_axes=(0, None))(params, obs)
+    members = [init_params(head.network, make_obs(0), seed=s) for s in range(S)]
+    params = jax.tree.map(lambda *x: jnp.stack(x), *members)
+    out = jax.jit(jax.vmap(head.network.apply, in_axes=(0, None)))(params, make_obs(3, lead))
     return cfg, head, out
 
 
@@ -42,9 +41,10 @@ def test_a_heads_greedy_choice_and_description_agree(name):
     assert described["fraction"].shape == (S,)
     for key, labels in head.labels.items():
         assert described[key].shape == (S, len(labels)), key
+    greedy = jax.jit(head.greedy)
     for s in range(S):
         one = jax.tree.map(lambda x, s=s: x[s:s + 1], out)
-        target, q = jax.jit(head.greedy)(one, jnp.float32(POSITION), jnp.float32(SCALE))
+        target, q = greedy(one, jnp.float32(POSITION), jnp.float32(SCALE))
         assert float(target) == float(described["fraction"][s])
         assert np.isfinite(float(q))
     target, _ = jax.jit(head.greedy)(out, jnp.float32(POSITION), jnp.float32(SCALE))
@@ -61,9 +61,10 @@ def test_exploring_at_zero_epsilon_takes_the_described_choice(name):
     explore = jax.jit(head.explore)
     d, m = explore(jax.random.key(2), member, position, scale, jnp.float32(0.0))
     taken = np.asarray(env.target_fraction(d, m, cfg.env))
+    describe = jax.jit(head.describe)
     for n in range(N):
         one = jax.tree.map(lambda x, n=n: x[n:n + 1], member)
-        chosen = head.describe(one, jnp.float32(POSITION), jnp.float32(SCALE))["fraction"][0]
+        chosen = describe(one, jnp.float32(POSITION), jnp.float32(SCALE))["fraction"][0]
         assert taken[n] == float(chosen), n
     d, m = explore(jax.random.key(4), member, position, scale, jnp.float32(1.0))
     assert set(np.unique(d)) <= {0, 1, 2} and len(np.unique(d)) > 1
