@@ -36,7 +36,7 @@ random_walk; a ratio is of test Sharpes and undefined when its reference is ≤ 
   agent ≥ gbm).
 - costly_drift: slow_drift at 20 bp, stitched: agent ≥ --costly-floor (0.6) × the cost-aware
   oracle (undefined, so failed, when the oracle's Sharpe is ≤ 0) and above every baseline
-  (`evaluate.BASELINES`, the random policy by its mean over seeds).
+  (`baselines.suite.BASELINES`, the random policy by its mean over seeds).
 - sizing_vs_vol_target (vol_regime): stitched agent Sharpe > stitched `vol_target`.
 - sizing_vs_oracle (vol_regime): stitched agent ≥ --sizing-floor (0.8) × the stitched sizing
   oracle.
@@ -73,7 +73,7 @@ SIZING_MARKETS = ("vol_regime",)  # the edge is in sizing: gated on stitched Sha
 NONLINEAR_MARKETS = ("cubic", "step", "vol_sign", "interaction")  # gated against gbm
 COSTLY_MARKETS = ("slow_drift",)  # traded at COSTLY_COSTS: a slow rule's market
 COSTLY_COSTS = {"commission_bps": 10.0, "slippage_bps": 10.0}  # 20 bp a unit traded
-SUPERVISED = ("ridge", "gbm")  # `evaluate.SUPERVISED_BASELINES`
+SUPERVISED = ("ridge", "gbm")  # `baselines.suite.SUPERVISED_BASELINES`
 GATE_SEED_BASE = 1000  # data seed of run k = GATE_SEED_BASE + k; tuning uses seeds below it
 RUNS = 3
 BARS = 5000

@@ -9,9 +9,9 @@ run's learning rate, weight decay and gradient clip, batches of the run's size d
 uniformly from the training rows `fold_data.training_bars`, Gaussian noise of each --noise
 level on the inputs), and the validation IC of μ̂ (its correlation with the next-bar target
 y over the validation block's decision bars) is recorded five times along the way; ridge's
-and gbm's (`evaluate.fit_ridge`, `gbm.fit_gbm`: their own fits and choices) beside it. So is
+and gbm's (`ridge.fit_ridge`, `gbm.fit_gbm`: their own fits and choices) beside it. So is
 m̂₂'s (its correlation with y², the "second IC"), beside that of the squared trailing
-volatility σ̂²_t (`evaluate.trailing_vol`, what `vol_target` sizes by). The network sees the
+volatility σ̂²_t (`rules.trailing_vol`, what `vol_target` sizes by). The network sees the
 run's market variables: under the default `--tree-forecast validation` the trees' column
 too, where a fold uses it (pass `--tree-forecast off` for the network's own forecast). A
 probe of the forecaster lever (input noise) at a fraction of a run's cost;

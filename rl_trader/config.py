@@ -3,7 +3,7 @@
 Every field is declared once, with `option(...)`: its default, its help text, its command-line
 flag (default `--field-name`), its allowed choices and whether a population may sweep it. The
 CLI (`rl_trader.cli.options`) and the sweepable names (`SWEEPABLE`) are derived from these
-declarations; the learner's traced hyper-parameters (`agent.HParams`) declare one field per
+declarations; the learner's traced hyper-parameters (`agent.learner.HParams`) declare one field per
 sweepable name, which a test keeps equal.
 
 Every config is hashable and static under `jit`. `validate()` checks ranges and raises
@@ -290,7 +290,7 @@ class TrainConfig:
                self.prior_trials)
 
 
-# The hyper-parameters a population may sweep (traced, not static): `agent.HParams`'s fields.
+# The hyper-parameters a population may sweep (traced, not static): `learner.HParams`'s fields.
 SWEEPABLE = tuple(f.name for f in dataclasses.fields(AgentConfig) if f.metadata["sweep"])
 
 SECTIONS = {"data": DataConfig, "features": FeatureConfig, "folds": FoldConfig,

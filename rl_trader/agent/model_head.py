@@ -196,7 +196,7 @@ def greedy_actions(q: jax.Array, n_magnitudes: int) -> tuple[jax.Array, jax.Arra
 def epsilon_greedy_positions(key: jax.Array, q: jax.Array,
                              epsilon: jax.Array) -> tuple[jax.Array, jax.Array]:
     """ε-greedy over the K positions for a batch, q [N, K]: with probability ε a uniformly
-    random (direction, magnitude) (`agent.random_actions`), else the greedy position;
+    random (direction, magnitude) (`learner.random_actions`), else the greedy position;
     (direction [N], magnitude [N]) int32."""
     n, n_pos = q.shape
     n_mag = (n_pos - 1) // 2

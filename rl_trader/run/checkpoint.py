@@ -277,7 +277,7 @@ class FoldCheckpoints:
         return _restore(self._mngr, epoch, args, self.directory)["state"]
 
     def restore_acting(self, learner: Any, which: str, epoch: int | None = None) -> Any:
-        """The acting params (`agent.policy_params(·, which)`) of `epoch` (default: the best),
+        """The acting params (`learner.policy_params(·, which)`) of `epoch` (default: the best),
         `learner` being a learner-state template: restored alone from an epoch that holds them
         (`HOLDS_ACTING`), or picked from the whole learner state an older epoch holds."""
         if self.metadata(epoch).get("holds") == HOLDS_ACTING:

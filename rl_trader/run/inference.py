@@ -111,7 +111,7 @@ def learner_template(cfg: RunConfig, n_features: int, seeds: int) -> TrainState:
 
 def restore_acting(directory: Path, cfg: RunConfig, n_features: int, seeds: int,
                    epoch: int | None = None) -> Any:
-    """The ensemble's acting params (`agent.policy_params`, leading axis `seeds`) saved in the
+    """The ensemble's acting params (`learner.policy_params`, leading axis `seeds`) saved in the
     fold checkpoint `directory` (default: the best epoch), read only; refused (InputError)
     unless the stored fingerprint equals that of the network `cfg` builds. Reads either layout
     (`FoldCheckpoints.restore_acting`)."""

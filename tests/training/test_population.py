@@ -86,8 +86,8 @@ def test_programs_are_made_once_per_program_config():
 
 
 def test_no_program_reads_a_field_that_program_config_drops():
-    """The generic head's trainer programs (tests/test_train.py traces the model head's) and
-    the baselines' jitted functions (`evaluate.jit_per_program`) trace with those fields
+    """The generic head's trainer programs (tests/training/test_train.py traces the model
+    head's) and the baselines' jitted functions (`rollout.jit_per_program`) trace with those fields
     unreadable (`helpers.unread_dropped`)."""
     cfg = tiny_config(generic=True)
     prep = prepare(cfg)
