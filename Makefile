@@ -46,13 +46,15 @@ venv: $(SETUP)
 
 # The packages' bytecode is compiled on every core at once (pip compiles it on one: 46 s →
 # 37 s for the whole install on a 2-core machine, 2026-12-02); it must be on disk, since
-# PYTHONDONTWRITEBYTECODE=1 machines would otherwise compile it again in every process. A
-# package's file that does not compile (a template, say) is never imported: not an error.
+# PYTHONDONTWRITEBYTECODE=1 machines would otherwise compile it again in every process. The
+# packages' own test suites (`test/`, `tests/` folders: never imported) are left out (22.6 s
+# → 13.5 s on the 2-core machine, 2026-12-03). A package's file that does not compile (a
+# template, say) is never imported: not an error.
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q --no-compile -e '.[$(EXTRAS)]'
-	$(VENV)/bin/python -m compileall -q -j 0 "$$($(VENV)/bin/python -c \
+	$(VENV)/bin/python -m compileall -q -j 0 -x '/tests?/' "$$($(VENV)/bin/python -c \
 	  'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
 	touch $@
 
