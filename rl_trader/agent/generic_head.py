@@ -31,8 +31,6 @@ the next-bar return on the market encoding.
 
 from __future__ import annotations
 
-from functools import partial
-
 import chex
 import flax.linen as nn
 import jax
@@ -57,7 +55,7 @@ from rl_trader.agent.learner import (
 from rl_trader.agent.networks import GRN, centred, encode, head, with_context
 from rl_trader.agent.replay import NStep
 from rl_trader.config import AgentConfig, NetConfig, RunConfig
-from rl_trader.data.fold_data import FoldData, Obs, observe
+from rl_trader.data.fold_data import FoldData, Obs, observe_batch
 from rl_trader.env import FLAT
 
 Branches = tuple[jax.Array, jax.Array]  # (direction, magnitude): one array per branch
@@ -252,14 +250,13 @@ def greedy(out: QOut, cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
 def make(cfg: RunConfig) -> Head:
     """The generic head of `cfg` (`learner.Head`)."""
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
-    batch_observe = jax.vmap(partial(observe, cfg=cfg.features), in_axes=(None, 0, 0))
 
     def learn(state: TrainState, sample: NStep, obs_tm1: Obs, y_tm1: jax.Array,
               fold: FoldData, hp: HParams) -> tuple[TrainState, LossInfo]:
         if cfg.agent.backup == "all":
             backups = full_action_backups(sample.state_tm1, obs_tm1, fold, cfg, hp.gamma)
             return full_action_update(state, net.apply, obs_tm1, backups, y_tm1, cfg.agent, hp)
-        obs_t = batch_observe(fold, sample.bar_t, sample.portfolio_t)
+        obs_t = observe_batch(fold, sample.bar_t, sample.portfolio_t, cfg.features)
         return update(state, net.apply, obs_tm1, obs_t, sample, y_tm1, cfg.agent, hp)
 
     def describe(out: QOut, position: jax.Array, scale: jax.Array) -> dict[str, jax.Array]:

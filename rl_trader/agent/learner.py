@@ -24,7 +24,6 @@ builds the one `NetConfig.q_head` names; the heads' own losses are in `model_hea
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import NamedTuple
 
 import chex
@@ -36,7 +35,7 @@ from flax import struct
 
 from rl_trader import env
 from rl_trader.config import SWEEPABLE, AgentConfig, EnvConfig, RunConfig
-from rl_trader.data.fold_data import FoldData, Obs, observe
+from rl_trader.data.fold_data import FoldData, Obs, observe_batch
 from rl_trader.env import FLAT
 
 
@@ -177,8 +176,7 @@ def full_action_backups(state_tm1: env.EnvState, obs_tm1: Obs, fold: FoldData, c
     bar_tm1 = state_tm1.t
     port_t, r_t, discount_t = jax.vmap(counterfactual_step, in_axes=(0, None, None, None, None))(
         state_tm1, fold.prices, cfg.env, cfg.agent.reward_scale, gamma)  # [B, K, ...]
-    obs_t = jax.vmap(partial(observe, cfg=cfg.features), in_axes=(None, 0, 0))(
-        fold, bar_tm1 + 1, port_t)  # one market row each
+    obs_t = observe_batch(fold, bar_tm1 + 1, port_t, cfg.features)  # one market row each
     return Backups(obs_t=obs_t, position_tm1=obs_tm1.portfolio[:, 0], position_t=port_t[..., 0],
                    scale_tm1=fold.return_scale[bar_tm1], scale_t=fold.return_scale[bar_tm1 + 1],
                    r_t=r_t, discount_t=discount_t)

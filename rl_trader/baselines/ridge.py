@@ -19,7 +19,7 @@ RIDGE_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3)
 def weighted_rms(y: jax.Array, w: jax.Array) -> jax.Array:
     """s = √(Σ_t w_t y_t² / Σ_t w_t), floored at 1e-12: the position scale of a forecast y [T]
     over the rows w [T] (0/1) it was fit on, so that a forecast of typical size is a full
-    position (ridge's and the agent's forecast sizing)."""
+    position (ridge's forecast sizing)."""
     return jnp.maximum(jnp.sqrt((w * y**2).sum() / jnp.maximum(w.sum(), 1.0)), 1e-12)
 
 

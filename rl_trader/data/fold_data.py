@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -186,3 +187,10 @@ def observe(data: FoldData, bar: jax.Array, portfolio: jax.Array, cfg: FeatureCo
     market, window = ((rows[0], windows[0]) if len(parts) == 1 else
                       (jnp.concatenate(rows), jnp.concatenate(windows, axis=1)))
     return Obs(market=market, window=window, portfolio=portfolio)
+
+
+def observe_batch(data: FoldData, bar: jax.Array, portfolio: jax.Array,
+                  cfg: FeatureConfig) -> Obs:
+    """`observe` of a batch: bars [B] with portfolio features [B, P], or [B, K, P] (K
+    portfolios sharing each bar's market row and window)."""
+    return jax.vmap(partial(observe, cfg=cfg), in_axes=(None, 0, 0))(data, bar, portfolio)

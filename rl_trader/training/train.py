@@ -34,7 +34,7 @@ from rl_trader.agent import learner, replay
 from rl_trader.agent.heads import make_head
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.config import RunConfig
-from rl_trader.data.fold_data import FoldData, Obs, market_width, observe
+from rl_trader.data.fold_data import FoldData, Obs, market_width, observe_batch
 from rl_trader.evaluation.metrics import sharpe
 from rl_trader.evaluation.rollout import Rollout, rollout
 from rl_trader.evaluation.selection import improves
@@ -46,12 +46,6 @@ def add_noise(key: jax.Array, obs: Obs, std: jax.Array) -> Obs:
     k_m, k_w = jax.random.split(key)
     return obs.replace(market=obs.market + std * jax.random.normal(k_m, obs.market.shape),
                        window=obs.window + std * jax.random.normal(k_w, obs.window.shape))
-
-
-def batch_observe(fold: FoldData, bar: jax.Array, portfolio: jax.Array, cfg: RunConfig) -> Obs:
-    """`observe` of a batch: bars [B], portfolio features [B, P] (or [B, K, P] with bars [B])."""
-    return jax.vmap(partial(observe, cfg=cfg.features), in_axes=(None, 0, 0))(fold, bar,
-                                                                              portfolio)
 
 
 batch_portfolio = jax.vmap(env.portfolio_features, in_axes=(0, None))
@@ -117,7 +111,8 @@ def env_step(runner: Runner, fold: FoldData, epsilon: jax.Array | None, head: le
         direction, magnitude = learner.random_actions(k_act, envs.t.shape[0], env.N_DIRECTIONS,
                                                       len(cfg.env.magnitudes))
     else:
-        out = head.network.apply(runner.learner.params, batch_observe(fold, envs.t, port, cfg))
+        obs = observe_batch(fold, envs.t, port, cfg.features)
+        out = head.network.apply(runner.learner.params, obs)
         direction, magnitude = head.explore(k_act, out, port[:, 0], fold.return_scale[envs.t],
                                             epsilon)
     target = env.target_fraction(direction, magnitude, cfg.env)
@@ -168,7 +163,7 @@ def learn(runner: Runner, fold: FoldData, hp: learner.HParams, head: learner.Hea
     b = replay.sample(runner.replay, k_sample, acfg.batch_size, acfg.n_step, hp.gamma)
     bar_tm1 = b.state_tm1.t
     port_tm1 = batch_portfolio(b.state_tm1, fold.prices)
-    obs_tm1 = add_noise(k_noise, batch_observe(fold, bar_tm1, port_tm1, cfg), hp.obs_noise)
+    obs_tm1 = add_noise(k_noise, observe_batch(fold, bar_tm1, port_tm1, cfg.features), hp.obs_noise)
     trained, info = head.update(runner.learner, b, obs_tm1, fold.aux_target[bar_tm1], fold, hp)
     return runner.replace(learner=trained, key=key), info
 
