@@ -6,10 +6,12 @@ the same configuration (`helpers.TINY_ARGS`) compile the same programs, whether 
 cache directory for the session (RL_TRADER_JAX_CACHE, read by
 `runtime.compile_cache.enable_compilation_cache` and inherited by subprocesses) each program is
 compiled once. The directory starts empty, as on a CI machine, unless RL_TRADER_JAX_CACHE
-is already set (a warm directory of your own, or `off`). Under pytest-xdist each worker has its
-own directory (its own temporary tree). (One directory shared by the workers, tried on
-2026-12-01, saved no measurable time: the workers mostly compile different configurations;
-docs/benchmarks.md.)
+is already set (a warm directory of your own, or `off`). Under pytest-xdist the workers share
+it (made by the controlling process before they start): a program one worker compiled, the
+other loads. On 2026-12-03 the shared directory held 1,640 programs after a full run against
+1,926 in two per-worker directories, and the run took 9 min 42 s of user CPU against 10 min
+30 s (docs/benchmarks.md). The cache's key hashes its directory, so programs are shared only
+through one directory. The tree fits' cache (RL_TRADER_TREE_CACHE) is shared the same way.
 
 The tests compile cheaply (`TEST_XLA_FLAGS`, added to XLA_FLAGS and inherited by subprocesses;
 a flag already in XLA_FLAGS is left as it is): LLVM's optimisation off, its expensive passes
@@ -63,23 +65,34 @@ MEMORY_TMP = "/dev/shm"
 MEMORY_TMP_MIN_FREE = 2 << 30  # bytes; a full run writes about 100 MB
 
 
-def memory_basetemp() -> str | None:
-    """A fresh directory on MEMORY_TMP when it is writable with MEMORY_TMP_MIN_FREE bytes
-    free, else None."""
+# The session's caches (a fresh directory each, made by the controlling process and removed at
+# the end), shared by the xdist workers and the tests' subprocesses through the environment.
+SHARED_CACHES = ("RL_TRADER_JAX_CACHE", "RL_TRADER_TREE_CACHE")
+
+
+def memory_tmp() -> str | None:
+    """MEMORY_TMP when it is writable with MEMORY_TMP_MIN_FREE bytes free and
+    RL_TRADER_TEST_TMP is not `disk`, else None (the system's temporary directory)."""
     try:
         st = os.statvfs(MEMORY_TMP)
     except OSError:
         return None
-    if st.f_bavail * st.f_frsize < MEMORY_TMP_MIN_FREE or not os.access(MEMORY_TMP, os.W_OK):
-        return None
-    return tempfile.mkdtemp(prefix="rl_trader-tests-", dir=MEMORY_TMP)
+    roomy = st.f_bavail * st.f_frsize >= MEMORY_TMP_MIN_FREE and os.access(MEMORY_TMP, os.W_OK)
+    return MEMORY_TMP if roomy and os.environ.get("RL_TRADER_TEST_TMP") != "disk" else None
+
+
+def fresh_dir(config: pytest.Config, prefix: str) -> str:
+    """A new directory under `memory_tmp()`, removed when the session ends."""
+    path = tempfile.mkdtemp(prefix=prefix, dir=memory_tmp())
+    config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
+    return path
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's tmp_path plugin reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
     """Before any test module imports JAX: XLA's CPU backend compiling cheaply, one OpenMP
     thread a process; in the controlling process (not an xdist worker, which gets its
-    directory from it), the session's temporary files on tmpfs."""
+    directory from it), the session's temporary files on tmpfs and its shared caches."""
     flags = os.environ.get("XLA_FLAGS", "")
     on_cpu = os.environ.get("JAX_PLATFORMS", "cpu") == "cpu"  # `make test`; not a GPU session
     if on_cpu:
@@ -88,13 +101,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # One OpenMP thread a process (scikit-learn's trees, in every run's gbm baseline): the
     # workers already fill the cores, where idle OpenMP threads spin on busy ones.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    worker = hasattr(config, "workerinput")
-    if (config.option.basetemp is None and not worker
-            and os.environ.get("RL_TRADER_TEST_TMP") != "disk"):
-        path = memory_basetemp()
-        if path is not None:
-            config.option.basetemp = path
-            config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
+    if hasattr(config, "workerinput"):  # an xdist worker: the rest is the controller's
+        return
+    if config.option.basetemp is None and memory_tmp() is not None:
+        config.option.basetemp = fresh_dir(config, "rl_trader-tests-")
+    for var in SHARED_CACHES:  # inherited by the workers and the tests' subprocesses
+        if not os.environ.get(var):
+            os.environ[var] = fresh_dir(config, "rl_trader-cache-")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -103,23 +116,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests = Path(__file__).parent
     items.sort(key=lambda item: rank.get(item.path.relative_to(tests).with_suffix("").as_posix(),
                                          len(rank)))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def tree_cache(tmp_path_factory) -> str:
-    """The session's cache of tree fits (`baselines.tree_cache`), set in os.environ: the
-    tests' runs never write to the user's cache, and the many tiny runs of one worker fit each
-    fold's trees once (a fit is keyed by its inputs, so a hit returns what fitting would)."""
-    path = os.environ.get("RL_TRADER_TREE_CACHE") or str(tmp_path_factory.mktemp("trees"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RL_TRADER_TREE_CACHE", path)
-        yield path
-
-
-@pytest.fixture(scope="session", autouse=True)
-def jax_cache(tmp_path_factory) -> str:
-    """The session's compilation cache directory (or `off`), set in os.environ."""
-    path = os.environ.get("RL_TRADER_JAX_CACHE") or str(tmp_path_factory.mktemp("jax_cache"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RL_TRADER_JAX_CACHE", path)
-        yield path
