@@ -76,6 +76,10 @@ class VariableGRNs(nn.Module):
 
     x [..., V] → embeddings [..., V, d]; the parameters carry a leading variable axis V, so
     each variable has its own weights (equivalent to V separate GRNs with input width 1).
+    Inside, the activations are laid out variable-major, [V, N, d] with N the flattened
+    leading axes: each layer is then one matmul batched over V whose output is already in
+    that layout, and the inputs and the output are transposed once each (batch-major
+    activations made XLA transpose every layer's [V, N, d] result back to [N, V, d]).
     """
 
     features: int
@@ -83,29 +87,27 @@ class VariableGRNs(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        n_vars, d = x.shape[-1], self.features
+        lead, n_vars, d = x.shape[:-1], x.shape[-1], self.features
         init = nn.initializers.lecun_normal(batch_axis=(0,))
         dtype, prec = numerics(self.precision)
 
-        def dense(name: str, n_in: int, h: jax.Array, eq: str) -> jax.Array:
+        def dense(name: str, n_in: int, h: jax.Array) -> jax.Array:
             w = self.param(f"{name}_kernel", init, (n_vars, n_in, d))
             b = self.param(f"{name}_bias", nn.initializers.zeros, (n_vars, d))
-            return jnp.einsum(eq, h.astype(dtype), w.astype(dtype), precision=prec) + b.astype(
-                dtype)
+            return jnp.einsum("vni,vid->vnd", h.astype(dtype), w.astype(dtype),
+                              precision=prec) + b[:, None].astype(dtype)
 
-        xv = x[..., None]  # [..., V, 1]
-        h = jax.nn.elu(dense("w2", 1, xv, "...vi,vid->...vd"))
-        h = dense("w1", d, h, "...vi,vid->...vd")
-        glu = jax.nn.sigmoid(dense("gate", d, h, "...vi,vid->...vd")) * dense(
-            "value", d, h, "...vi,vid->...vd")
-        skip = dense("skip", 1, xv, "...vi,vid->...vd")
-        y = skip + glu
-        y = y.astype(jnp.float32)  # LayerNorm statistics in float32
+        xv = x.reshape(-1, n_vars).T[..., None]  # [V, N, 1]
+        h = jax.nn.elu(dense("w2", 1, xv))
+        h = dense("w1", d, h)
+        glu = jax.nn.sigmoid(dense("gate", d, h)) * dense("value", d, h)
+        y = (dense("skip", 1, xv) + glu).astype(jnp.float32)  # LayerNorm statistics in f32
         mean = y.mean(-1, keepdims=True)
         var = ((y - mean) ** 2).mean(-1, keepdims=True)
         scale = self.param("norm_scale", nn.initializers.ones, (n_vars, d))
         bias = self.param("norm_bias", nn.initializers.zeros, (n_vars, d))
-        return ((y - mean) * jax.lax.rsqrt(var + 1e-6) * scale + bias).astype(dtype)
+        out = (y - mean) * jax.lax.rsqrt(var + 1e-6) * scale[:, None] + bias[:, None]
+        return jnp.swapaxes(out, 0, 1).reshape(lead + (n_vars, d)).astype(dtype)
 
 
 class VSN(nn.Module):
