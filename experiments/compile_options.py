@@ -3,7 +3,7 @@ bitwise equal to the default build's. A measurement, not a test.
 
     python -m experiments.compile_options [--out compile_options.json] [--sets A,B]
                                           [--preset default] [--steps-per-epoch N]
-                                          [--save-outputs DIR]
+                                          [--programs init,epoch] [--save-outputs DIR]
 
 Builds a preset's population on the embedded data (the default preset's: `make train
 FOLDS=3`'s 12 members) and compiles its init and epoch programs once per option set, without
@@ -72,9 +72,12 @@ def _measure(fn: Callable, args: tuple, fresh: Callable[[tuple], tuple]
     return {"compile_s": round(compile_s, 2), "run_s": [round(r, 3) for r in runs]}, _leaves(out)
 
 
-def measure(cfg: RunConfig, sets: dict[str, OptionSet],
-            save_outputs: str | None = None) -> dict:
-    """Compile `cfg`'s population's init and epoch programs (as `population.Population` jits
+PROGRAMS = ("init", "epoch")
+
+
+def measure(cfg: RunConfig, sets: dict[str, OptionSet], save_outputs: str | None = None,
+            programs: tuple[str, ...] = PROGRAMS) -> dict:
+    """Compile `cfg`'s population's `programs` (of PROGRAMS, as `population.Population` jits
     them, on one device) under each option set in `sets` (names of OPTION_SETS): compile and
     run seconds, and the outputs against the first set's (`bitwise_equal` None when that one
     failed to compile)."""
@@ -91,6 +94,8 @@ def measure(cfg: RunConfig, sets: dict[str, OptionSet],
                                     compiler_options=o),
          (runners, c.data, c.hps),
          lambda a: (jax.tree.map(jax.numpy.asarray, host),) + a[1:])]:
+        if program not in programs:
+            continue
         records = result["programs"][program] = {}
         ref = None
         for k, (name, opts) in enumerate(sets.items()):
@@ -136,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save-outputs", default=None, metavar="DIR",
                    help="write each program's outputs to DIR/PROGRAM-SET.npz (to compare builds "
                         "of two source trees)")
+    p.add_argument("--programs", default=",".join(PROGRAMS),
+                   help=f"programs to compile, of {','.join(PROGRAMS)}")
     p.add_argument("--sets", default=",".join(OPTION_SETS),
                    help=f"option sets to compile with, of {','.join(OPTION_SETS)}")
     args = p.parse_args(argv)
@@ -143,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in OPTION_SETS]
     if unknown:
         p.error(f"--sets: unknown {','.join(unknown)} (choose from {','.join(OPTION_SETS)})")
+    programs = tuple(args.programs.split(","))
+    if set(programs) - set(PROGRAMS):
+        p.error(f"--programs: unknown {','.join(sorted(set(programs) - set(PROGRAMS)))} "
+                f"(choose from {','.join(PROGRAMS)})")
     if args.steps_per_epoch is not None and args.steps_per_epoch < 1:
         p.error(f"--steps-per-epoch must be >= 1, got {args.steps_per_epoch}")
     cfg = preset(args.preset)
@@ -152,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     cache = jax.config.jax_enable_compilation_cache
     _persistent_cache(False)  # every program compiled here, none loaded
     try:
-        result = measure(cfg, {n: OPTION_SETS[n] for n in names}, args.save_outputs)
+        result = measure(cfg, {n: OPTION_SETS[n] for n in names}, args.save_outputs,
+                         programs)
     finally:
         _persistent_cache(cache)
     write_json(Path(args.out), result)
