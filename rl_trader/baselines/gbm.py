@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader.baselines.ridge import Forecast, forecast_val_sharpes
-from rl_trader.baselines.tree_cache import cached, fit_key
+from rl_trader.baselines.tree_cache import cached, fit_key, sklearn_version
 from rl_trader.config import GBM_ITERATIONS, RunConfig
 from rl_trader.data.features import Normaliser, fit_normaliser, normalise
 from rl_trader.data.fold_data import FoldData, training_bars
@@ -52,8 +52,14 @@ class GbmFit:
     leaves: int
     iterations: int
     val_sharpe: np.ndarray  # [len(GBM_LEAVES), I] per-bar validation Sharpe, I iteration counts
-    # the chosen leaf count's regressor, fit to the largest iteration count (`predict_trees`)
-    model: object = field(default=None, compare=False, repr=False)
+    # the chosen leaf count's regressor, fit to the largest iteration count (`predict_trees`),
+    # pickled: a fit read from the tree cache does not import scikit-learn (~1.3 s a process)
+    # unless its trees are saved (`save_trees`) or used (`regressor`)
+    model: bytes = field(default=b"", compare=False, repr=False)
+
+    def regressor(self):
+        """The chosen regressor (`model`, unpickled)."""
+        return pickle.loads(self.model)
 
 
 def _trees(leaves: int, iterations: int):
@@ -78,15 +84,16 @@ def _settings(**more: object) -> dict:
 
 
 def _staged_fits(x: np.ndarray, y: np.ndarray, rows: np.ndarray,
-                 counts: tuple[int, ...]) -> tuple[np.ndarray, list]:
+                 counts: tuple[int, ...]) -> tuple[np.ndarray, list[bytes]]:
     """One regressor a leaf count fit on `rows` of (x [T, F], y [T]), and its staged forecasts
-    at `counts` iterations: (ŷ [len(GBM_LEAVES)·len(counts), T] float32, the regressors)."""
+    at `counts` iterations: (ŷ [len(GBM_LEAVES)·len(counts), T] float32, the regressors
+    pickled)."""
     keep = set(counts)
     y_hats, models = [], []
     for leaves in GBM_LEAVES:
         model = _trees(leaves, counts[-1])
         model.fit(x[rows], y[rows])
-        models.append(model)
+        models.append(pickle.dumps(model))
         y_hats += [p for i, p in enumerate(model.staged_predict(x), 1) if i in keep]
     return np.stack(y_hats).astype(np.float32), models
 
@@ -98,7 +105,7 @@ def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
     y = np.asarray(data.aux_target, np.float64)
     rows = np.asarray(training_bars(data))
     counts = candidate_iterations(cfg)
-    y_hat, models = cached(fit_key("gbm", (x, y, rows), _settings(iterations=counts)),
+    y_hat, models = cached(fit_key("gbm pickled", (x, y, rows), _settings(iterations=counts)),
                            lambda: _staged_fits(x, y, rows, counts))
     scale = np.maximum(np.sqrt(np.mean(y_hat[:, rows] ** 2, axis=1)), 1e-12).astype(np.float32)
     sharpes = np.asarray(forecast_val_sharpes(Forecast(y_hat=y_hat, scale=scale), data,
@@ -123,12 +130,10 @@ def predict_trees(model, iterations: int, features: np.ndarray) -> np.ndarray:
 def save_trees(path: Path, fit: GbmFit) -> None:
     """`fit`'s regressor, pickled to `path` (written to a temporary file, then renamed) for
     acting on new bars (`load_trees`); the sklearn version is checked on load."""
-    import sklearn
-
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
-        pickle.dump({"sklearn": sklearn.__version__, "iterations": fit.iterations,
+        pickle.dump({"sklearn": sklearn_version(), "iterations": fit.iterations,
                      "model": fit.model}, fh)
     os.replace(tmp, path)
 
@@ -136,21 +141,24 @@ def save_trees(path: Path, fit: GbmFit) -> None:
 def load_trees(path: Path):
     """(regressor, iterations) saved by `save_trees`; InputError naming the file when it is
     missing, unreadable or from another scikit-learn version. A pickle runs code when loaded:
-    only a run directory one trusts should be acted on."""
-    import sklearn
-
+    only a run directory one trusts should be acted on. The regressor is stored pickled
+    inside the file (older runs: the regressor itself)."""
     try:
         with open(path, "rb") as fh:
             saved = pickle.load(fh)
+        version = saved.get("sklearn")
+        if version != sklearn_version():
+            raise InputError(f"{path}: trees saved by scikit-learn {version}, this is "
+                             f"{sklearn_version()}: install that version to act on new bars")
+        model = saved["model"]
+        model = pickle.loads(model) if isinstance(model, bytes) else model
     except FileNotFoundError:
         raise InputError(f"{path}: not found: the run's trees (its tree forecast) are "
                          "missing") from None
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
+            KeyError) as err:
         raise InputError(f"{path}: cannot read the run's trees: {err}") from None
-    if saved.get("sklearn") != sklearn.__version__:
-        raise InputError(f"{path}: trees saved by scikit-learn {saved.get('sklearn')}, this "
-                         f"is {sklearn.__version__}: install that version to act on new bars")
-    return saved["model"], int(saved["iterations"])
+    return model, int(saved["iterations"])
 
 
 @dataclass(frozen=True)

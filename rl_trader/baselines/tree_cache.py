@@ -18,6 +18,7 @@ write. An entry that cannot be read is fitted again and replaced.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import os
 import pickle
 import tempfile
@@ -37,12 +38,16 @@ def cache_dir() -> Path | None:
     return None if path == "off" else Path(path)
 
 
+def sklearn_version() -> str:
+    """The installed scikit-learn's version, read from its metadata (importing scikit-learn
+    takes about 1.3 s, which a run whose fits are all cached need not pay)."""
+    return importlib.metadata.version("scikit-learn")
+
+
 def fit_key(kind: str, arrays: tuple[np.ndarray, ...], settings: dict) -> str:
     """SHA-256 (hex) of a fit's kind, its input arrays (dtype, shape and bytes of each), its
     settings (sorted by name) and the scikit-learn version."""
-    import sklearn
-
-    h = hashlib.sha256(f"{kind}|sklearn {sklearn.__version__}".encode())
+    h = hashlib.sha256(f"{kind}|sklearn {sklearn_version()}".encode())
     for a in arrays:
         a = np.ascontiguousarray(a)
         h.update(f"|{a.dtype.str}{a.shape}|".encode())

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import pickle
 
 import jax
 import numpy as np
@@ -226,6 +227,15 @@ def test_a_run_with_the_tree_forecast_weighs_it_and_acts_on_new_bars(tmp_path, c
         np.testing.assert_allclose(mine[after_train], theirs[after_train], atol=1e-5)
         assert list(predict(policy, bars)["market_vsn_weights"])[-1] == TREE_FORECAST_NAME
     used = next(f["fold"] for f in summary["folds"] if f["tree_forecast"]["used"])
-    (run / f"fold_{used}" / TREES_FILE).unlink()
+    path = run / f"fold_{used}" / TREES_FILE
+    saved = pickle.loads(path.read_bytes())  # the regressor stored pickled inside
+    x = np.asarray(prep.fold_data(0).features, np.float64)
+    y_hat = load_policy(run, fold=used).trees[0].predict(x)
+    path.write_bytes(pickle.dumps({**saved, "model": pickle.loads(saved["model"])}))
+    np.testing.assert_array_equal(load_policy(run, fold=used).trees[0].predict(x), y_hat)  # older
+    path.write_bytes(pickle.dumps({**saved, "sklearn": "0.1"}))
+    with pytest.raises(InputError, match="trees saved by scikit-learn 0.1"):
+        load_policy(run, fold=used)
+    path.unlink()
     with pytest.raises(InputError, match=f"{TREES_FILE}: not found"):
         load_policy(run, fold=used)
