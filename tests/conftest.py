@@ -45,8 +45,7 @@ import pytest
 
 # The modules that take longest on a 2-core CPU (seconds in a full run, measured 2026-12-02),
 # slowest first.
-SLOW_FIRST = ("end_to_end/test_reliability",  # ~120: four subprocesses, the first compiling
-              "end_to_end/test_multihost",  # ~120: two processes killed and resumed
+SLOW_FIRST = ("end_to_end/test_reliability",  # ~170: seven subprocesses, two of them two processes
               "runtime/test_devices",  # ~90: 4 fake devices, its own programs
               "training/test_train",  # ~90
               "experiments/test_compile_options", "experiments/test_scaling",

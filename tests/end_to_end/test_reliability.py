@@ -1,7 +1,15 @@
-"""Kill and resume, the run lock, the NaN guard and determinism of the main job."""
+"""Kill and resume (in one process and in two), the run lock, the NaN guard and determinism
+of the main job.
+
+The uninterrupted reference run (`reference`, the tiny run's options `helpers.TINY_ARGS`) is
+the one every other run here must equal: resumed after kills at each kind of point, and run
+as two processes on one machine over loopback (CPU, gloo) with 2 fake CPU devices each, so
+the mesh spans 4 devices in 2 processes and the population of 2 folds is padded to 4.
+"""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +20,7 @@ import pytest
 
 from rl_trader.cli.report import main as report_main
 from rl_trader.cli.train import main
+from rl_trader.run.checkpoint import FoldCheckpoints
 from tests.helpers import TINY_ARGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +47,7 @@ def run_cli(args, kill_at=None):
 REFERENCE_THEN_KILLED = """
 import os, sys
 from rl_trader.cli.train import main
+from rl_trader.run.checkpoint import FoldCheckpoints
 args, ref, killed = sys.argv[1].split(), sys.argv[2], sys.argv[3]
 assert main(args + ["--run-dir", ref]) == 0
 os.environ["RL_TRADER_KILL_AT"] = "saved:0"  # this process ends here, by SIGKILL
@@ -49,7 +59,7 @@ main(args + ["--run-dir", killed])
 def reference(tmp_path_factory):
     """An uninterrupted run's summary.json bytes; the same run again in the same process,
     killed where its epoch 0's writes are committed ('saved:0', where epoch 1 starts;
-    test_devices.py and test_multihost.py kill there too), in `base / "killed"`."""
+    test_devices.py and the two-process test kill there too), in `base / "killed"`."""
     base = tmp_path_factory.mktemp("rel")
     out = subprocess.run([sys.executable, "-c", REFERENCE_THEN_KILLED, " ".join(TINY + NO_REPORT),
                           str(base / "ref"), str(base / "killed")], cwd=ROOT, env=cli_env(),
@@ -72,8 +82,6 @@ def test_sigkill_then_resume_equals_uninterrupted(reference):
     after the first kill by deleting fold 0's epoch-0 checkpoint, which the resumed run saves
     again from the resume state (the same ensemble and score, if it is kept)."""
     import shutil
-
-    from rl_trader.run.checkpoint import FoldCheckpoints
 
     ref, base = reference
     run_dir = base / "killed"
@@ -155,3 +163,85 @@ def test_non_finite_training_stops_the_fold_and_keeps_its_last_good_checkpoint(
     assert summary["folds"][0]["best_epoch"] is not None
     assert len(summary["folds"][1]["epochs"]) == 1  # only the good epoch is a trial
     assert np.isfinite(summary["folds"][1]["test_sharpe"])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# `python -m rl_trader.cli.train ARGV` with one change to JAX's persistent compilation cache: the
+# key of a program hashes the device kinds instead of the topology's fingerprint, which on the
+# CPU differs from process to process, so both processes of a run look up the same entries.
+# With JAX's jax_share_binary_between_hosts, process 0 alone compiles a multi-process program
+# and hands it to process 1 (a process waiting for it is not at a gloo collective), and the
+# resumed processes both load what the killed run's process 0 wrote to the session's cache.
+SAME_CACHE_KEY = """
+import runpy, sys
+from jax._src import cache_key
+cache_key._hash_accelerator_config = cache_key._hash_devices
+sys.argv[0] = "rl_trader.cli.train"
+runpy.run_module("rl_trader.cli.train", run_name="__main__", alter_sys=True)
+"""
+
+
+def two_processes(args: list[str], env: dict) -> list[tuple[int, str, str]]:
+    """Run `rl_trader.cli.train ARGS` as processes 0 and 1 (`SAME_CACHE_KEY`); (return code,
+    stderr, stdout) of each."""
+    port = free_port()
+    procs = [subprocess.Popen(
+        [sys.executable, "-c", SAME_CACHE_KEY, *args, "--coordinator",
+         f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)], cwd=ROOT,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    try:
+        outs = [p.communicate(timeout=400) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    return [(p.returncode, err, out) for p, (out, err) in zip(procs, outs, strict=True)]
+
+
+def test_two_processes_killed_and_resumed_match_one(reference, tmp_path):
+    """Fold k's checkpoints are written by its owner, process k; process 0 writes
+    summary.json and the report. Killed after its first epoch and resumed by two processes
+    with --resume, the run ends with the reference's Sharpes."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    # The session's compilation cache, one key for both processes (`SAME_CACHE_KEY`): without
+    # it their keys differ (each process's device topology is hashed) and only process 0
+    # writes, so process 0 alone would load its programs while process 1 compiles them;
+    # process 0 then waits at the first gloo collective and, past gloo's 30 s rendezvous
+    # deadline, fails (seen with process 1 slowed on a busy core). With one key, the killed
+    # run's process 0 compiles each program once for both and the resumed run loads them all.
+    env2 = {**env, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
+            + " --xla_force_host_platform_device_count=2",
+            "JAX_SHARE_BINARY_BETWEEN_HOSTS": "true"}
+    two = tmp_path / "two"
+    killed = two_processes(TINY + ["--run-dir", str(two)], {**env2, "RL_TRADER_KILL_AT": "saved:0"})
+    assert [rc for rc, _, _ in killed] == [-9, -9], killed[0][1][-3000:]
+    assert not (two / "summary.json").exists()
+    for k in range(2):  # epoch 0, saved by the killed run: by fold k's owner, process k
+        with FoldCheckpoints(two / f"fold_{k}" / "checkpoints", "", {}, read_only=True) as c:
+            assert c.metadata(0)["process"] == k
+    resumed = two_processes(["--run-dir", str(two), "--resume"], env2)
+    for rc, err, _ in resumed:
+        assert rc == 0, err[-3000:]
+    assert "resuming after epoch 0 of 0..2" in resumed[0][2]  # not a fresh start
+    one = json.loads(reference[0])
+    both = json.loads((two / "summary.json").read_text())
+    timings = json.loads((two / "timings.json").read_text())
+    assert timings["processes"] == 2 and timings["devices"] == 4
+    assert [len(f["epochs"]) for f in both["folds"]] == [3, 3]
+    np.testing.assert_allclose([f["test_sharpe"] for f in both["folds"]],
+                               [f["test_sharpe"] for f in one["folds"]], atol=1e-4)
+    np.testing.assert_allclose([f["val_sharpe"] for f in both["folds"]],
+                               [f["val_sharpe"] for f in one["folds"]], atol=1e-4)
+    for k in range(2):  # the epochs kept (the best two and the latest, 2, saved by the
+        # resumed run) were all saved by process k
+        ckpts = two / f"fold_{k}" / "checkpoints"
+        kept = sorted(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
+        assert kept[-1] == 2
+        with FoldCheckpoints(ckpts, both["fingerprint"], {}) as c:
+            assert [c.metadata(e)["process"] for e in kept] == [k] * len(kept)
+    assert not (two / "resume").exists()
+    assert (two / "report.html").is_file()  # by process 0
