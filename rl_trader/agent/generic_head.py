@@ -51,6 +51,7 @@ from rl_trader.agent.learner import (
     full_action_backups,
     huber,
     random_actions,
+    traced_once,
 )
 from rl_trader.agent.networks import GRN, centred, encode, head, with_context
 from rl_trader.agent.replay import NStep
@@ -250,14 +251,15 @@ def greedy(out: QOut, cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
 def make(cfg: RunConfig) -> Head:
     """The generic head of `cfg` (`learner.Head`)."""
     net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    apply = traced_once(net)
 
     def learn(state: TrainState, sample: NStep, obs_tm1: Obs, y_tm1: jax.Array,
               fold: FoldData, hp: HParams) -> tuple[TrainState, LossInfo]:
         if cfg.agent.backup == "all":
             backups = full_action_backups(sample.state_tm1, obs_tm1, fold, cfg, hp.gamma)
-            return full_action_update(state, net.apply, obs_tm1, backups, y_tm1, cfg.agent, hp)
+            return full_action_update(state, apply, obs_tm1, backups, y_tm1, cfg.agent, hp)
         obs_t = observe_batch(fold, sample.bar_t, sample.portfolio_t, cfg.features)
-        return update(state, net.apply, obs_tm1, obs_t, sample, y_tm1, cfg.agent, hp)
+        return update(state, apply, obs_tm1, obs_t, sample, y_tm1, cfg.agent, hp)
 
     def describe(out: QOut, position: jax.Array, scale: jax.Array) -> dict[str, jax.Array]:
         d, m = jnp.argmax(out.q_direction, -1), jnp.argmax(out.q_magnitude, -1)

@@ -48,6 +48,7 @@ from rl_trader.agent.learner import (
     huber,
     position_actions,
     random_actions,
+    traced_once,
 )
 from rl_trader.agent.networks import GRN, centred, encode, head
 from rl_trader.agent.replay import NStep
@@ -230,6 +231,7 @@ def greedy(out: ModelOut, position: jax.Array, scale: jax.Array,
 def make(cfg: RunConfig) -> Head:
     """The model head of `cfg` (`learner.Head`)."""
     net = ModelQNetwork(cfg.net, len(cfg.env.magnitudes))
+    apply = traced_once(net)
 
     def explore(key: jax.Array, out: ModelOut, position: jax.Array, scale: jax.Array,
                 epsilon: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -239,7 +241,7 @@ def make(cfg: RunConfig) -> Head:
     def learn(state: TrainState, sample: NStep, obs_tm1: Obs, y_tm1: jax.Array,
               fold: FoldData, hp: HParams) -> tuple[TrainState, LossInfo]:
         backups = full_action_backups(sample.state_tm1, obs_tm1, fold, cfg, hp.gamma)
-        return model_update(state, net.apply, obs_tm1, backups, y_tm1, cfg.agent, cfg.env, hp)
+        return model_update(state, apply, obs_tm1, backups, y_tm1, cfg.agent, cfg.env, hp)
 
     def describe(out: ModelOut, position: jax.Array, scale: jax.Array) -> dict[str, jax.Array]:
         q_pos = ensemble_q(out, position, scale, cfg)
