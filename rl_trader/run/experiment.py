@@ -230,9 +230,10 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
         # members as saved: the padded population of the saving run's layout (older resume
         # states: the members alone); the first n_members are the run's own
         saved = meta.pop("members_saved", n_members)
-        restored = run.resume_state.restore(records.replace(runners=jax.tree.map(
-            lambda x: np.zeros((saved,) + x.shape[1:], x.dtype), zeros)))
-        restored = jax.tree.map(np.asarray, restored)
+        members, host = run.resume_state.restore(
+            jax.tree.map(lambda x: np.zeros((saved,) + x.shape[1:], x.dtype), zeros),
+            records.replace(runners=None))
+        restored = host.replace(runners=members)
         progress = Progress.from_json(meta)
         runners = shard_population(_first_members(restored.runners, n_members, c.n_padded),
                                    c.mesh)
@@ -341,13 +342,10 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     progress.epoch_seconds.append(time.time() - t_epoch)  # all but the resume state's launch
     with clock.stage("resume_state"):
         # The members as they lie on the devices (each process writes its own rows; the
-        # copy to the host ends before `save` returns, so the next epoch may donate them);
-        # the host records copied, so that nothing the write reads is shared with the loop.
-        saved = jax.tree.map(np.copy, records.replace(runners=None)).replace(runners=runners)
-        run.resume_state.save(epoch, saved, {**progress.to_json(),
-                                             "members_saved": c.n_padded,
-                                             "diagnostics": diagnostics_fields(),
-                                             "runner": runner_fields()})
+        # copy to the host ends before `save` returns, so the next epoch may donate them).
+        run.resume_state.save(epoch, runners, records.replace(runners=None),
+                              {**progress.to_json(), "members_saved": c.n_padded,
+                               "diagnostics": diagnostics_fields(), "runner": runner_fields()})
     run.laps.append({"epoch": epoch, "seconds": round(time.time() - t_epoch, 3),
                      "stages": clock.lap()})
     return RunState(runners=runners, records=records, progress=progress)

@@ -1,4 +1,5 @@
-"""Fold checkpoints: best/latest retention, exact round trip, metadata, fingerprint, export."""
+"""Fold checkpoints (best/latest retention, exact round trip, metadata, fingerprint, export) and
+the resume state's packed layout."""
 
 import dataclasses
 import functools
@@ -22,8 +23,10 @@ from rl_trader.agent.learner import HParams, TrainState, init_train_state, make_
 from rl_trader.agent.networks import Obs
 from rl_trader.config import AgentConfig, NetConfig, RunConfig
 from rl_trader.errors import InputError
+from rl_trader.run import checkpoint
 from rl_trader.run.checkpoint import (
     FoldCheckpoints,
+    ResumeState,
     export_safetensors,
     fingerprint,
     flat_params,
@@ -285,3 +288,45 @@ def test_owned_directory_holds_the_same_arrays(tmp_path, state0):
                 assert ckpt.metadata()["process"] == 0
             chex.assert_trees_all_equal(restored, host)
             assert all(isinstance(x, np.ndarray) for x in jax.tree.leaves(restored))
+
+
+def test_resume_state_packs_by_dtype_and_restores_exactly(tmp_path):
+    """The members ([P, ...] leaves of four dtypes) are written as one [P, n] array per dtype
+    and the host records as one flat array per dtype; restored into their templates, every
+    leaf is exactly what was saved, and the caller's meta comes back as it was given."""
+    rng = np.random.default_rng(3)
+    members = {"w": jnp.asarray(rng.normal(size=(3, 2, 4)), jnp.float32),
+               "t": jnp.arange(3, dtype=jnp.int32),
+               "done": jnp.asarray(rng.random((3, 5)) > 0.5),
+               "key": jax.random.split(jax.random.PRNGKey(1), 3),
+               "b": jnp.asarray(rng.normal(size=(3,)), jnp.float32)}
+    host = {"returns": rng.normal(size=(2, 3, 7)), "loss": rng.normal(size=(2, 3)).astype(
+        np.float32), "none": None}
+    packed = checkpoint._pack_members(members)
+    assert {d: x.shape for d, x in packed.items()} == {
+        "float32": (3, 9), "int32": (3, 1), "bool": (3, 5), "uint32": (3, 2)}
+    state = ResumeState(tmp_path / "resume")
+    state.save(4, members, host, {"epochs_done": 5})
+    state.close()
+    again = ResumeState(tmp_path / "resume")
+    assert again.latest_epoch() == 4 and again.meta() == {"epochs_done": 5}
+    zeros = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), (members, host))
+    got_members, got_host = again.restore(*zeros)
+    again.close()
+    chex.assert_trees_all_equal(got_members, jax.tree.map(np.asarray, members))
+    chex.assert_trees_all_equal(got_host, host)
+    assert all(isinstance(x, np.ndarray) for x in jax.tree.leaves((got_members, got_host)))
+
+
+def test_an_unpacked_resume_state_is_refused_in_one_line(tmp_path):
+    """A resume state of a version before the packed layout: one InputError, not a crash."""
+    import orbax.checkpoint as ocp
+
+    with ocp.CheckpointManager(tmp_path / "resume") as mngr:
+        mngr.save(0, args=ocp.args.Composite(
+            state=ocp.args.StandardSave({"w": np.zeros(3)}),
+            meta=ocp.args.JsonSave({"epochs_done": 1})))
+    state = ResumeState(tmp_path / "resume")
+    with pytest.raises(InputError, match="written by an earlier version"):
+        state.restore({"w": np.zeros((1, 3))}, {})
+    state.close()
