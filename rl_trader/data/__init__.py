@@ -1,5 +1,6 @@
 """Bar data: loading and validation of OHLCV files, the embedded default, synthetic markets."""
 
+from rl_trader.data.instruments import is_instrument, load_instrument
 from rl_trader.data.loader import Bars, embedded_path, load_bars
 from rl_trader.errors import InputError
 
@@ -18,11 +19,14 @@ def data_specs(path: str | None) -> list[str | None]:
 
 
 def load(source: str | None) -> Bars:
-    """Bars from a file path, `synthetic:NAME[:N_BARS[:SEED]]`, or None (embedded S&P 500)."""
+    """Bars from a file path, `synthetic:NAME[:N_BARS[:SEED]]`, a packaged instrument
+    (`nasdaq`, `stock:TICKER`: `data.instruments`), or None (embedded S&P 500)."""
     if source is not None and source.startswith(SYNTHETIC_PREFIX):
         from rl_trader.data.synthetic import from_spec
 
         return from_spec(source).bars
+    if is_instrument(source):
+        return load_instrument(source)
     return load_bars(source)
 
 

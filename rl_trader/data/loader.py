@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from rl_trader.errors import InputError
 
-__all__ = ["Bars", "embedded_path", "load_bars"]
+__all__ = ["Bars", "bars_from_bytes", "embedded_path", "load_bars"]
 
 EMBEDDED = "embedded:sp500"
 REQUIRED = ("Date", "Open", "High", "Low", "Close", "Volume")
@@ -244,6 +244,12 @@ def load_bars(path: str | None = None, min_bars: int = 2) -> Bars:
         raw = p.read_bytes()
     except OSError as e:
         raise _fail(src, f"cannot read: {e.strerror or e}") from e
+    return bars_from_bytes(raw, src, min_bars)
+
+
+def bars_from_bytes(raw: bytes, src: str, min_bars: int = 2) -> Bars:
+    """Validated bars from a file's raw bytes (CSV, compressed CSV or Parquet); `src` names
+    it in errors and in `Bars.source`."""
     if not raw:
         raise _fail(src, "file is empty (0 bytes)")
     df = _read_frame(raw, src)
