@@ -72,6 +72,11 @@ def load_instrument(spec: str) -> Bars:
     path = _packaged_file(kind, spec)
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         frame = pd.read_csv(fh)
+    need = {"Date", "Open", "High", "Low", "Close", "Volume", "Adj Close"} | (
+        {"Ticker"} if kind == STOCK_PREFIX else set())
+    if missing := sorted(need - set(frame.columns)):
+        raise InputError(f"option --data={spec}: {path} has no column {', '.join(missing)} "
+                         "(another version of its package?)")
     if kind == STOCK_PREFIX:
         ticker = spec[len(STOCK_PREFIX):]
         tickers = sorted(frame["Ticker"].unique())

@@ -75,10 +75,15 @@ def test_nasdaq_and_the_other_ticker_load_as_they_are(packages):
     assert not is_instrument("nasdaq.csv") and not is_instrument(None)
 
 
-def test_unknown_ticker_and_missing_package_are_one_line_errors(packages, monkeypatch):
+def test_unknown_ticker_missing_column_and_missing_package_are_one_line_errors(
+        packages, tmp_path, monkeypatch):
     with pytest.raises(InputError, match=r"no ticker 'XYZ' in stocks.csv.gz \(it has FLAT, "
                                          r"SPLT\)"):
         load("stock:XYZ")
+    other = packages.drop(columns="Adj Close")
+    fake_package(tmp_path, "bokeh_sampledata", ("_data", "stocks.csv.gz"), other)
+    with pytest.raises(InputError, match=r"stocks.csv.gz has no column Adj Close"):
+        load("stock:SPLT")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "arch" else real(name, *a))
