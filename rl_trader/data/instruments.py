@@ -7,8 +7,8 @@
                     (`bokeh_sampledata/_data/stocks.csv.gz`)
 
 The files are found through the installed package's location, without importing it; a user
-who lacks the package gets one line naming what to install (`pip install
-'rl_trader[markets]'` installs both).
+who lacks the package gets one line naming what to install (the extra `markets`,
+`.venv/bin/pip install -e '.[markets]'` in the repository, installs both).
 
 Prices are split- and dividend-adjusted with the file's adjusted close: with
 f_t = AdjClose_t / Close_t, the open, high, low and close are multiplied by f_t and the volume
