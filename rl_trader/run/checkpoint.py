@@ -379,7 +379,9 @@ class ResumeState:
     tiny run's resume writes took 0.4–0.5 s an epoch on a 2-core CPU as some 200 arrays
     (2026-12-03). The packed members keep their sharding: each process writes the rows on its
     own devices, so nothing is gathered to one host. Host numpy leaves are written by process
-    0.
+    0. Packing holds a second copy of the members' state on the devices until it is copied
+    to the host (`save`): a run that leaves less free device memory than its state needs
+    runs out of it here.
     """
 
     def __init__(self, directory: str | Path) -> None:
@@ -394,8 +396,10 @@ class ResumeState:
         pytree of [P, ...] device arrays, `host` one of host numpy arrays (packed into new
         arrays here: the caller may change them once `save` returns)."""
         state = {"members": _pack_members(members), "host": _pack_host(host)}
+        shapes = {part: {d: list(x.shape) for d, x in arrays.items()}
+                  for part, arrays in state.items()}
         args = ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                  meta=ocp.args.JsonSave({**meta, "packed": True}))
+                                  meta=ocp.args.JsonSave({**meta, "packed": shapes}))
         self._mngr.save(int(epoch), args=args, force=True)
 
     def wait(self) -> None:
@@ -420,12 +424,20 @@ class ResumeState:
         """The latest epoch's (members, host) as host numpy leaves, shaped and typed as the
         templates `members` ([P_saved, ...]) and `host`. A state written unpacked, by a
         version before 2026-12-03, is refused in one line (InputError)."""
-        if not self._saved_meta().get("packed"):
+        saved = self._saved_meta().get("packed")
+        if not saved:
             raise InputError(f"option --resume: the resume state in {self.directory} was "
                              "written by an earlier version (unpacked); start a new run, or "
                              "resume it with that version")
         template = {"members": _packed_template(members, rows=True),
                     "host": _packed_template(host, rows=False)}
+        want = {part: {d: list(x.shape) for d, x in arrays.items()}
+                for part, arrays in template.items()}
+        if saved != want:  # checked first: unpacking at other offsets would misread leaves
+            raise InputError(f"option --resume: the resume state in {self.directory} does not "
+                             f"fit this run's members and records (saved {saved}, expected "
+                             f"{want}); start a new run, or resume it with the version and "
+                             "data it was written with")
         args = ocp.args.Composite(state=ocp.args.StandardRestore(template))
         state = _restore(self._mngr, self.latest_epoch(), args, self.directory)["state"]
         return (_unpack(state["members"], members, rows=True),

@@ -230,19 +230,19 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
         # members as saved: the padded population of the saving run's layout (older resume
         # states: the members alone); the first n_members are the run's own
         saved = meta.pop("members_saved", n_members)
-        members, host = run.resume_state.restore(
-            jax.tree.map(lambda x: np.zeros((saved,) + x.shape[1:], x.dtype), zeros),
-            records.replace(runners=None))
-        restored = host.replace(runners=members)
         progress = Progress.from_json(meta)
-        runners = shard_population(_first_members(restored.runners, n_members, c.n_padded),
-                                   c.mesh)
-        records = restored.replace(runners=zeros)
         if (progress.data_sha256, progress.folds) != (prep.data_sha256,
                                                       [f.to_dict() for f in prep.folds]):
             raise InputError(f"option --resume: the data behind '{run_dir}' changed since the "
                              f"run started (sha256 {progress.data_sha256[:12]}… then, "
                              f"{prep.data_sha256[:12]}… now); start a new run instead")
+        members, host = run.resume_state.restore(
+            jax.tree.map(lambda x: np.zeros((saved,) + x.shape[1:], x.dtype), zeros),
+            records.replace(runners=None))
+        restored = host.replace(runners=members)
+        runners = shard_population(_first_members(restored.runners, n_members, c.n_padded),
+                                   c.mesh)
+        records = restored.replace(runners=zeros)
         log(f"resuming after epoch {progress.epochs_done - 1} of 0..{n_epochs - 1}")
     else:
         with run.compiles.first("initialisation program"):

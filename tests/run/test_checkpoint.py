@@ -318,6 +318,19 @@ def test_resume_state_packs_by_dtype_and_restores_exactly(tmp_path):
     assert all(isinstance(x, np.ndarray) for x in jax.tree.leaves((got_members, got_host)))
 
 
+@pytest.mark.parametrize("rows, extra", [(3, 1), (3, -1), (4, 0)])
+def test_a_resume_state_of_other_shapes_is_refused_in_one_line(tmp_path, rows, extra):
+    """Templates longer or shorter than what was saved (another data length, another
+    population): one InputError, never a reshape error or leaves read at wrong offsets."""
+    state = ResumeState(tmp_path / "resume")
+    state.save(0, {"w": jnp.ones((3, 4))}, {"v": np.ones(5), "m": np.zeros(2)}, {})
+    state.close()
+    again = ResumeState(tmp_path / "resume")
+    with pytest.raises(InputError, match="does not fit this run's members and records"):
+        again.restore({"w": np.zeros((rows, 4))}, {"v": np.zeros(5 + extra), "m": np.zeros(2)})
+    again.close()
+
+
 def test_an_unpacked_resume_state_is_refused_in_one_line(tmp_path):
     """A resume state of a version before the packed layout: one InputError, not a crash."""
     import orbax.checkpoint as ocp
