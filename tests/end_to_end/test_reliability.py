@@ -68,6 +68,23 @@ def reference(tmp_path_factory):
     return (base / "ref" / "summary.json").read_bytes(), base
 
 
+def test_resume_with_other_data_is_refused_before_reading_the_state(reference, tmp_path,
+                                                                       capsys):
+    """The killed run's directory with its data changed (another seed of the synthetic
+    market in config.json): --resume exits 2 with one line, before the members are read."""
+    import shutil
+
+    _, base = reference
+    copy = tmp_path / "other-data"
+    shutil.copytree(base / "killed", copy, ignore=shutil.ignore_patterns(".lock"))
+    config = json.loads((copy / "config.json").read_text())
+    assert config["data"]["path"] == "synthetic:ar1:1200:2"
+    config["data"]["path"] = "synthetic:ar1:1200:3"
+    (copy / "config.json").write_text(json.dumps(config))
+    assert main(["--resume", "--run-dir", str(copy), *NO_REPORT]) == 2
+    assert "changed since the run started" in capsys.readouterr().err
+
+
 def test_sigkill_then_resume_equals_uninterrupted(reference):
     """Killed at each kind of point, one after another, and resumed in a fresh process each
     time (the last resume in the test's own process), the run writes the same summary.json
