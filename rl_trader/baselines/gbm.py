@@ -54,12 +54,8 @@ class GbmFit:
     val_sharpe: np.ndarray  # [len(GBM_LEAVES), I] per-bar validation Sharpe, I iteration counts
     # the chosen leaf count's regressor, fit to the largest iteration count (`predict_trees`),
     # pickled: a fit read from the tree cache does not import scikit-learn (~1.3 s a process)
-    # unless its trees are saved (`save_trees`) or used (`regressor`)
+    # unless its trees are loaded (`load_trees`)
     model: bytes = field(default=b"", compare=False, repr=False)
-
-    def regressor(self):
-        """The chosen regressor (`model`, unpickled)."""
-        return pickle.loads(self.model)
 
 
 def _trees(leaves: int, iterations: int):

@@ -353,6 +353,12 @@ def _packed_template(template: Any, rows: bool) -> dict[str, np.ndarray]:
             for d, idx in _dtype_groups(leaves).items()}
 
 
+def _shapes(packed: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[int]]]:
+    """The shapes of packed arrays by part and dtype, as saved in the resume state's JSON."""
+    return {part: {d: list(np.shape(x)) for d, x in arrays.items()}
+            for part, arrays in packed.items()}
+
+
 def _unpack(packed: dict[str, np.ndarray], template: Any, rows: bool) -> Any:
     """Inverse of `_pack_members` (`rows`: [P, n_d] arrays) or `_pack_host`: host numpy
     leaves shaped as `template`'s."""
@@ -396,10 +402,8 @@ class ResumeState:
         pytree of [P, ...] device arrays, `host` one of host numpy arrays (packed into new
         arrays here: the caller may change them once `save` returns)."""
         state = {"members": _pack_members(members), "host": _pack_host(host)}
-        shapes = {part: {d: list(x.shape) for d, x in arrays.items()}
-                  for part, arrays in state.items()}
         args = ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                  meta=ocp.args.JsonSave({**meta, "packed": shapes}))
+                                  meta=ocp.args.JsonSave({**meta, "packed": _shapes(state)}))
         self._mngr.save(int(epoch), args=args, force=True)
 
     def wait(self) -> None:
@@ -431,8 +435,7 @@ class ResumeState:
                              "resume it with that version")
         template = {"members": _packed_template(members, rows=True),
                     "host": _packed_template(host, rows=False)}
-        want = {part: {d: list(x.shape) for d, x in arrays.items()}
-                for part, arrays in template.items()}
+        want = _shapes(template)
         if saved != want:  # checked first: unpacking at other offsets would misread leaves
             raise InputError(f"option --resume: the resume state in {self.directory} does not "
                              f"fit this run's members and records (saved {saved}, expected "

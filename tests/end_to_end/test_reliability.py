@@ -9,6 +9,7 @@ the mesh spans 4 devices in 2 processes and the population of 2 folds is padded 
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -47,7 +48,6 @@ def run_cli(args, kill_at=None):
 REFERENCE_THEN_KILLED = """
 import os, sys
 from rl_trader.cli.train import main
-from rl_trader.run.checkpoint import FoldCheckpoints
 args, ref, killed = sys.argv[1].split(), sys.argv[2], sys.argv[3]
 assert main(args + ["--run-dir", ref]) == 0
 os.environ["RL_TRADER_KILL_AT"] = "saved:0"  # this process ends here, by SIGKILL
@@ -72,8 +72,6 @@ def test_resume_with_other_data_is_refused_before_reading_the_state(reference, t
                                                                        capsys):
     """The killed run's directory with its data changed (another seed of the synthetic
     market in config.json): --resume exits 2 with one line, before the members are read."""
-    import shutil
-
     _, base = reference
     copy = tmp_path / "other-data"
     shutil.copytree(base / "killed", copy, ignore=shutil.ignore_patterns(".lock"))
@@ -98,8 +96,6 @@ def test_sigkill_then_resume_equals_uninterrupted(reference):
     kill can leave an epoch's resume state on disk without a fold's checkpoint of it: simulated
     after the first kill by deleting fold 0's epoch-0 checkpoint, which the resumed run saves
     again from the resume state (the same ensemble and score, if it is kept)."""
-    import shutil
-
     ref, base = reference
     run_dir = base / "killed"
     ckpts = run_dir / "fold_0" / "checkpoints"
