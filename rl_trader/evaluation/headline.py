@@ -1,9 +1,12 @@
-"""The run's headline with its selection-bias statistics (PSR, DSR, MinTRL, PBO).
+"""The run's headline with its selection-bias statistics (PSR, DSR, MinTRL, PBO) and Hansen's
+SPA test of the agent against every baseline.
 
 Trials are every (fold, epoch, setting) ensemble whose validation Sharpe was looked at when
 choosing; the DSR deflates the stitched test Sharpe by the expected maximum Sharpe of that many
 zero-skill trials, using the dispersion of the trials' validation Sharpes. PBO is computed per
 fold by CSCV over the fold's validation trial matrix [bars, trials] and averaged over folds.
+The SPA compares mean net returns per bar on the same test bars (not Sharpe ratios: a strategy
+holding more risk can win on the mean).
 """
 
 from __future__ import annotations
@@ -21,9 +24,34 @@ from rl_trader.evaluation.stats import (
     moments,
     pbo_cscv,
     probabilistic_sharpe_ratio,
+    spa_test,
 )
 
 PBO_SPLITS = 16
+SPA_REPS = 1000  # stationary-bootstrap resamples: p-values to ±0.016 (2 s.e. at p = 0.5)
+
+
+def superior_ability(agent: np.ndarray, baselines: dict[str, np.ndarray], seed: int) -> dict:
+    """Hansen's SPA (`stats.spa_test`, consistent p-values) of the agent's per-bar returns
+    `agent` [n] against each of `baselines` (name → [n], the same bars), both ways:
+
+    - `agent_beats[name]`: p of H0 "the agent's mean return ≤ name's" (benchmark: name; model:
+      the agent); a small p is evidence that the agent beats it;
+    - `p_agent_beats_all`: the largest of those, a valid p for "the agent beats every baseline"
+      (an intersection–union test);
+    - `p_no_baseline_beats_agent`: p of H0 "no baseline's mean return beats the agent's"
+      (benchmark: the agent; models: every baseline: White's reality check over them); a small
+      p is evidence that some baseline beats the agent.
+
+    Every test uses the same resamples (`seed`)."""
+    names = list(baselines)
+    base = np.stack([np.asarray(baselines[k], np.float64) for k in names], axis=1)
+    beats = {k: spa_test(base[:, j], agent, SPA_REPS, seed=seed).consistent
+             for j, k in enumerate(names)}
+    reverse = spa_test(agent, base, SPA_REPS, seed=seed)
+    return {"agent_beats": beats, "p_agent_beats_all": max(beats.values()),
+            "p_no_baseline_beats_agent": reverse.consistent, "block_bars": reverse.block,
+            "reps": SPA_REPS}
 
 
 def fold_pbo(val_returns: np.ndarray) -> float | None:
@@ -36,10 +64,11 @@ def fold_pbo(val_returns: np.ndarray) -> float | None:
 
 
 def headline(stitched: np.ndarray, trials: list[dict], val_matrix: list[list[np.ndarray]],
-             ppy: float, fold_test_sharpes: list[float] | None = None,
-             prior_trials: int = 0) -> dict:
+             ppy: float, baselines: dict[str, np.ndarray], seed: int,
+             fold_test_sharpes: list[float] | None = None, prior_trials: int = 0) -> dict:
     """Stitched test Sharpe with PSR, DSR over all trials (this run's and `prior_trials`
-    looked at outside it), MinTRL, E[max Sharpe] and PBO."""
+    looked at outside it), MinTRL, E[max Sharpe], PBO and the SPA against `baselines`' stitched
+    returns (`superior_ability`, resampled with `seed`)."""
     sr, skew, kurt, n = moments(stitched)
     trial_sr = [deannualise_sharpe(t["val_sharpe"], ppy) for t in trials]
     deflated = deflated_sharpe_ratio(sr, n, skew, kurt, trial_sr, prior_trials)
@@ -60,4 +89,5 @@ def headline(stitched: np.ndarray, trials: list[dict], val_matrix: list[list[np.
                                  if fold_test_sharpes else None),
         "skew": skew,
         "kurtosis": kurt,
+        "spa": superior_ability(stitched, baselines, seed),
     }

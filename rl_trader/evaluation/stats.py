@@ -1,4 +1,5 @@
-"""Selection-bias statistics: PSR, DSR, MinTRL (Bailey & López de Prado) and PBO by CSCV.
+"""Selection-bias statistics: PSR, DSR, MinTRL (Bailey & López de Prado), PBO by CSCV, and
+Hansen's test of superior predictive ability (SPA) on the stationary bootstrap.
 
 Units: every Sharpe ratio here is PER PERIOD (mean / std of per-period returns, NOT annualised)
 unless a name says otherwise; convert with `annualise_sharpe` / `deannualise_sharpe`. Kurtosis is
@@ -7,8 +8,9 @@ the RAW (non-excess) fourth standardised moment γ4 (3 for a normal), skewness �
 References: Bailey & López de Prado, "The Sharpe Ratio Efficient Frontier", J. of Risk 15(2), 2012
 (PSR, MinTRL); "The Deflated Sharpe Ratio", J. Portfolio Management 40(5), 2014 (DSR, expected
 maximum Sharpe); Bailey, Borwein, López de Prado & Zhu, "The Probability of Backtest Overfitting",
-J. Computational Finance 20(4), 2017 (PBO, CSCV). Runtime needs numpy and the standard library
-only (no scipy).
+J. Computational Finance 20(4), 2017 (PBO, CSCV); Hansen, "A Test for Superior Predictive
+Ability", J. Business & Economic Statistics 23(4), 2005 (SPA); Politis & Romano, "The Stationary
+Bootstrap", JASA 89(428), 1994. Runtime needs numpy and the standard library only (no scipy).
 """
 
 from __future__ import annotations
@@ -216,3 +218,97 @@ def pbo_cscv_detail(perf, n_splits: int = 16) -> tuple[float, np.ndarray]:
 def pbo_cscv(perf, n_splits: int = 16) -> float:
     """Probability of Backtest Overfitting by CSCV; see `pbo_cscv_detail`."""
     return pbo_cscv_detail(perf, n_splits)[0]
+
+
+def stationary_bootstrap_counts(n: int, reps: int, block: float,
+                                rng: np.random.Generator) -> np.ndarray:
+    """How often each of `n` periods appears in each of `reps` stationary-bootstrap resamples,
+    [reps, n] float64 (every row sums to n).
+
+    A resample (Politis & Romano 1994) is n indices: the first uniform, each next one a new
+    uniform start with probability q = 1/`block`, else the previous index + 1 (mod n, so blocks
+    wrap), which gives blocks of geometric length with mean `block` periods.
+    """
+    if n < 1 or reps < 1 or not block >= 1:
+        raise ValueError(f"stationary bootstrap: n={n}, reps={reps} must be >= 1 and "
+                         f"block={block} >= 1")
+    t = np.arange(n)
+    starts = rng.integers(0, n, size=(reps, n))
+    fresh = rng.random((reps, n)) < 1.0 / block
+    fresh[:, 0] = True
+    last = np.maximum.accumulate(np.where(fresh, t, 0), axis=1)  # where each block began
+    idx = (np.take_along_axis(starts, last, axis=1) + (t - last)) % n
+    counts = np.zeros((reps, n))
+    np.add.at(counts, (np.arange(reps)[:, None], idx), 1.0)
+    return counts
+
+
+def bootstrap_long_run_variance(d: np.ndarray, block: float) -> np.ndarray:
+    """ω̂²_k = γ̂_0 + 2·Σ_{i=1}^{n−1} κ_i·γ̂_i, the stationary bootstrap's variance of √n·d̄_k
+    (Hansen 2005, after Politis & Romano 1994), for each column of `d` [n, K]; [K].
+
+    κ_i = (1 − i/n)(1 − q)^i + (i/n)(1 − q)^(n−i) with q = 1/`block`, and
+    γ̂_i = (1/n)·Σ_{t<n−i} (d_t − d̄)(d_{t+i} − d̄), all lags at once by FFT.
+    """
+    n = d.shape[0]
+    x = d - d.mean(0)
+    f = np.fft.rfft(x, 2 * n, axis=0)
+    gamma = np.fft.irfft(f * np.conj(f), 2 * n, axis=0)[:n] / n  # [n, K], lag 0 … n−1
+    i = np.arange(1, n)
+    q = 1.0 / block
+    kappa = (1 - i / n) * (1 - q) ** i + (i / n) * (1 - q) ** (n - i)
+    return np.maximum(gamma[0] + 2.0 * kappa @ gamma[1:], 0.0)
+
+
+@dataclass(frozen=True)
+class SuperiorPredictiveAbility:
+    """Result of `spa_test`: Hansen's p-values with the lower, consistent (his recommended one)
+    and upper re-centring, lower ≤ consistent ≤ upper; `statistic` = max(max_k √n·d̄_k/ω̂_k, 0);
+    the bootstrap's `block` (mean length, periods) and `reps`."""
+
+    lower: float
+    consistent: float
+    upper: float
+    statistic: float
+    block: int
+    reps: int
+
+
+def spa_test(benchmark, models, reps: int = 1000, block: int | None = None,
+             seed: int = 0) -> SuperiorPredictiveAbility:
+    """Hansen's (2005) SPA test of H0: no model's mean per-period return beats the benchmark's.
+
+    `benchmark` [n] and `models` [n, K] (or [n]) are per-period returns (higher is better; the
+    losses of `arch.bootstrap.SPA` are their negatives). With d_tk = models_tk − benchmark_t,
+    T = max(max_k √n·d̄_k/ω̂_k, 0) (ω̂ from `bootstrap_long_run_variance`); each
+    stationary-bootstrap resample b (mean block `block`, default ⌊√n⌋ as in `arch`) gives
+    T*_b = max(max_k √n·(d̄*_bk − g(d̄_k))/ω̂_k, 0), and p = share of b with T*_b ≥ T. The
+    re-centring g is d̄ (upper), max(d̄, 0) (lower) or d̄·1{d̄ ≥ −√(ω̂²/n · 2·ln ln n)}
+    (consistent). So p = 1 when no model beats the benchmark in sample, and a model equal to
+    it gets p = 1. (`arch` 8.0 neither floors at 0 nor studentizes; with one model and some
+    d̄ > 0 it gives the same p.) A column with ω̂ = 0 (a constant difference) is scaled by 1.
+    Deterministic in `seed`. ValueError for n < 8, a shape mismatch or non-finite values.
+    """
+    b = np.asarray(benchmark, dtype=np.float64).reshape(-1)
+    m = np.asarray(models, dtype=np.float64)
+    m = m.reshape(-1, 1) if m.ndim == 1 else m
+    n = b.size
+    if m.ndim != 2 or m.shape[0] != n or m.shape[1] < 1 or n < 8:
+        raise ValueError(f"spa_test: benchmark [n] and models [n, K] with n >= 8, got {b.shape}"
+                         f" and {np.shape(models)}")
+    if not (np.all(np.isfinite(b)) and np.all(np.isfinite(m))):
+        raise ValueError("spa_test: returns contain NaN or inf")
+    block = int(math.sqrt(n)) if block is None else int(block)
+    d = m - b[:, None]
+    mean = d.mean(0)
+    omega = np.sqrt(bootstrap_long_run_variance(d, block))
+    scale = np.where(omega > 0, omega, 1.0) / math.sqrt(n)
+    keep = mean >= -np.sqrt(omega**2 / n * 2.0 * math.log(math.log(n)))
+    centres = (np.maximum(mean, 0.0), np.where(keep, mean, 0.0), mean)
+    boot = stationary_bootstrap_counts(n, reps, block, np.random.default_rng(seed)) @ d / n
+    stat = max(float(np.max(mean / scale)), 0.0)
+    lower, consistent, upper = (
+        float(np.mean(np.maximum(np.max((boot - g) / scale, axis=1), 0.0) >= stat))
+        for g in centres)
+    return SuperiorPredictiveAbility(lower=lower, consistent=consistent, upper=upper,
+                                     statistic=stat, block=block, reps=reps)

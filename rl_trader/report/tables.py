@@ -38,7 +38,8 @@ def headline(s: dict) -> str:
             f"<li>{escape(num(n, 'd'))} zero-skill trials would show a best Sharpe of about "
             f"<b>{num(h.get('expected_max_sharpe'), '.2f')}</b> by luck (annualised).</li>",
             f"<li>PBO (probability of backtest overfitting): <b>{num(h.get('pbo'), '.3f')}</b>"
-            "</li>"]
+            "</li>",
+            _spa_line(h.get("spa"))]
     else:
         items.append("<li class='note'>No PSR / DSR / PBO in this run's summary "
                      "(older run).</li>")
@@ -54,6 +55,19 @@ def headline(s: dict) -> str:
                      f"and costs): stitched Sharpe <b>{num(oracle)}</b>; agent / oracle "
                      f"<b>{num(ratio, '.2f')}</b></li>")
     return f'<div class="headline">{items[0]}<ul>{"".join(items[1:])}</ul></div>'
+
+
+def _spa_line(spa: object) -> str:
+    """Hansen's SPA p-values of the headline (`evaluation.headline.superior_ability`)."""
+    if not isinstance(spa, dict) or not isinstance(spa.get("agent_beats"), dict):
+        return "<li class='note'>No SPA test in this run's summary (older run).</li>"
+    each = ", ".join(f"{escape(k.replace('_', ' '))} {num(p, '.3f')}"
+                     for k, p in spa["agent_beats"].items())
+    return ("<li>SPA (Hansen; mean net return a bar, stationary bootstrap; a p below 0.05 is "
+            "evidence): p for <i>the agent beats every baseline</i> "
+            f"<b>{num(spa.get('p_agent_beats_all'), '.3f')}</b> (each: {each}); p for "
+            "<i>some baseline beats the agent</i> "
+            f"<b>{num(spa.get('p_no_baseline_beats_agent'), '.3f')}</b></li>")
 
 
 def _random_line(s: dict) -> str:

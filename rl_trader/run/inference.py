@@ -36,6 +36,7 @@ from rl_trader.data.buckets import bucket, trim
 from rl_trader.data.features import Normaliser, compute_features, next_bar_log_return, normalise
 from rl_trader.data.fold_data import FoldData, device_fold_data, observe
 from rl_trader.errors import InputError
+from rl_trader.evaluation.headline import superior_ability
 from rl_trader.evaluation.metrics import geometric_mean_positive, sharpe
 from rl_trader.evaluation.rollout import Aux, Rollout, rollout
 from rl_trader.evaluation.stats import min_track_record_length, moments, probabilistic_sharpe_ratio
@@ -270,16 +271,19 @@ def _agent_rollout(params, data: FoldData, start: jax.Array, length: int,
                       jax.random.PRNGKey(cfg.seed + 1))
 
 
-def _headline(returns: np.ndarray, ppy: float) -> dict:
-    """PSR and MinTRL of the backtest's returns. No selection happens on these bars, so there
-    is nothing to deflate: DSR, PBO and the trial count do not apply (None)."""
+def _headline(returns: np.ndarray, ppy: float, baselines: dict[str, np.ndarray],
+              seed: int) -> dict:
+    """PSR, MinTRL and the SPA against `baselines` (`superior_ability`) of the backtest's
+    returns. No selection happens on these bars, so there is nothing to deflate: DSR, PBO and
+    the trial count do not apply (None)."""
     sr, skew, kurt, n = moments(returns)
     mintrl = min_track_record_length(sr, skew, kurt)
     return {"stitched_test_sharpe": float(sharpe(returns, ppy)),
             "psr": probabilistic_sharpe_ratio(sr, n, skew, kurt),
             "min_track_record_bars": None if math.isinf(mintrl) else mintrl,
             "n_test_bars": n, "skew": skew, "kurtosis": kurt,
-            "dsr": None, "n_trials": None, "expected_max_sharpe": None, "pbo": None}
+            "dsr": None, "n_trials": None, "expected_max_sharpe": None, "pbo": None,
+            "spa": superior_ability(returns, baselines, seed)}
 
 
 def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, Rollout], Rollout]:
@@ -326,7 +330,10 @@ def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, Rollout], Roll
         "folds": [entry], "stitched_test_sharpe": metrics["agent"]["sharpe"],
         "stitched_buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],
         "geo_mean_test_sharpe": geometric_mean_positive([metrics["agent"]["sharpe"]]),
-        "stitched": metrics, "headline": _headline(returns, ppy),
+        "stitched": metrics,
+        "headline": _headline(returns, ppy, {name: np.asarray(r.returns, np.float64)
+                                             for name, r in policies.items() if name != "agent"},
+                              cfg.seed),
         "config": policy.meta["config"], "fingerprint": policy.meta["fingerprint"],
         "periods_per_year": ppy, "feature_names": info["feature_names"],
     }

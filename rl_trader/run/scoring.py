@@ -189,7 +189,9 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                "stitched_buy_and_hold_test_sharpe": None, "geo_mean_test_sharpe": None}
     if scored:
         head = headline(np.asarray(cat["agent"].returns, np.float64), trials, val_matrix, ppy,
-                        [entries[k]["test_sharpe"] for k in scored], cfg.train.prior_trials)
+                        {name: np.asarray(cat[name].returns, np.float64) for name in BASELINES},
+                        cfg.seed, [entries[k]["test_sharpe"] for k in scored],
+                        cfg.train.prior_trials)
         summary.update({
             "stitched_test_sharpe": head["stitched_test_sharpe"],
             "stitched_buy_and_hold_test_sharpe": sharpe_of(cat["buy_and_hold"].returns, ppy),

@@ -95,6 +95,21 @@ def test_the_runs_table_reads_a_real_summary(smoke_run):
     assert None not in [row[k] for k in ("buy_and_hold", "random", "vol_target", "ridge", "dsr")]
 
 
+def test_the_spa_is_of_the_stitched_test_returns_the_run_wrote(smoke_run):
+    """The headline's SPA is Hansen's test of the agent against every baseline over the
+    folds' `test_returns.npz`, joined in fold order."""
+    from rl_trader.baselines.suite import BASELINES
+    from rl_trader.evaluation.headline import superior_ability
+
+    _, run_dir = smoke_run
+    summary = json.loads((run_dir / "summary.json").read_text())
+    files = [np.load(run_dir / f["returns_file"]) for f in summary["folds"]]
+    stitched = {name: np.concatenate([z[name] for z in files]) for name in ("agent", *BASELINES)}
+    spa = summary["headline"]["spa"]
+    assert list(spa["agent_beats"]) == list(BASELINES)
+    assert spa == superior_ability(stitched.pop("agent"), stitched, summary["config"]["seed"])
+
+
 def test_existing_run_dir_is_not_overwritten(smoke_run, capsys):
     _, run_dir = smoke_run
     before = (run_dir / "summary.json").read_bytes()

@@ -235,3 +235,93 @@ def test_pbo_constant_trial_and_refusals():
     ok[3, 1] = np.nan
     with pytest.raises(ValueError):
         S.pbo_cscv(ok, n_splits=4)
+
+
+# ------------------------------------------------------------------ SPA on the stationary bootstrap
+def test_stationary_bootstrap_counts_are_resamples_of_every_length():
+    """Rows sum to n; a block far longer than the series gives a rotation (every period once);
+    block 1 is the i.i.d. bootstrap (multinomial counts: mean 1, variance 1 − 1/n)."""
+    rng = np.random.default_rng(0)
+    rotation = S.stationary_bootstrap_counts(50, 20, 1e15, rng)
+    np.testing.assert_array_equal(rotation, np.ones((20, 50)))
+    iid = S.stationary_bootstrap_counts(400, 500, 1, rng)
+    np.testing.assert_array_equal(iid.sum(1), 400)
+    assert abs(iid.mean() - 1) < 1e-12 and abs(iid.var() - (1 - 1 / 400)) < 0.02
+    with pytest.raises(ValueError, match="block=0.5"):
+        S.stationary_bootstrap_counts(10, 5, 0.5, rng)
+
+
+def test_stationary_bootstrap_blocks_have_the_mean_length():
+    """Within a resample, the next index is the previous + 1 with probability 1 − 1/block: the
+    counts' lag-one structure shows it as the share of periods whose successor is also drawn."""
+    n, block = 2000, 10.0
+    counts = S.stationary_bootstrap_counts(n, 200, block, np.random.default_rng(1))
+    # E[count] = 1 for every period; with blocks, counts of neighbours are correlated by
+    # (1 − 1/block): corr(c_t, c_{t+1}) ≈ 1 − 1/block for n ≫ block.
+    c = counts - 1.0
+    corr = np.mean(c[:, :-1] * c[:, 1:]) / np.mean(c * c)
+    assert abs(corr - (1 - 1 / block)) < 0.03
+
+
+def test_long_run_variance_is_the_kernel_sum_and_the_ar1_limit():
+    rng = np.random.default_rng(2)
+    d = rng.normal(size=(60, 2))
+    n, q = 60, 1 / 7
+    x = d - d.mean(0)
+    brute = np.array([
+        sum(((1 - i / n) * (1 - q) ** i + (i / n) * (1 - q) ** (n - i)) * (x[:n - i, k] @ x[i:, k])
+            / n * (1 if i == 0 else 2) for i in range(n)) for k in range(2)])
+    np.testing.assert_allclose(S.bootstrap_long_run_variance(d, 7), brute, rtol=1e-10)
+    np.testing.assert_allclose(S.bootstrap_long_run_variance(d, 1), x.var(0), rtol=1e-12)
+    e = rng.normal(size=40_000)
+    ar = np.empty_like(e)
+    ar[0] = e[0]
+    for t in range(1, e.size):
+        ar[t] = 0.5 * ar[t - 1] + e[t]
+    lrv = S.bootstrap_long_run_variance(ar[:, None], 200)[0]
+    assert abs(lrv / 4.0 - 1) < 0.15  # σ²/(1 − φ)² = 4
+
+
+def test_spa_one_model_is_the_bootstrap_t_test():
+    """With one model the SPA p is the bootstrap's one-sided p of the mean difference, close to
+    1 − Φ(√n·d̄/ω̂) for i.i.d. differences; the three re-centrings agree when d̄ > 0."""
+    rng = np.random.default_rng(3)
+    bench = rng.normal(0.0, 0.01, 1000)
+    model = bench + rng.normal(0.0005, 0.01, 1000)
+    res = S.spa_test(bench, model, reps=4000, block=1, seed=0)
+    assert res.statistic > 0 and res.lower == res.consistent == res.upper
+    assert abs(res.consistent - (1 - ss.norm.cdf(res.statistic))) < 0.02
+    assert S.spa_test(bench, model, reps=4000, block=1, seed=0) == res  # deterministic
+
+
+def test_spa_p_values_are_ordered_and_equal_models_get_one():
+    rng = np.random.default_rng(4)
+    bench = rng.normal(0, 1, 300)
+    for shift in (-0.3, -0.05, 0.0, 0.05):
+        models = bench[:, None] + rng.normal(0, 1, (300, 3)) + np.array([shift, -0.2, -1.0])
+        r = S.spa_test(bench, models, reps=300, seed=1)
+        assert 0 <= r.lower <= r.consistent <= r.upper <= 1
+    for worse in (bench, bench - 0.5 + rng.normal(0, 1, 300)):  # no model ahead in sample: 1
+        r = S.spa_test(bench, worse, reps=100, seed=0)
+        assert (r.lower, r.consistent, r.upper, r.statistic) == (1.0, 1.0, 1.0, 0.0)
+    skilled = S.spa_test(bench, np.stack([bench + 0.3 + rng.normal(0, 0.5, 300),
+                                          bench - 1.0], axis=1), reps=300, seed=0)
+    assert skilled.consistent == 0.0
+
+
+def test_spa_size_under_the_null():
+    """On zero-mean differences p is about uniform: p < 0.1 in about 10 % of 200 data sets."""
+    rng = np.random.default_rng(5)
+    ps = [S.spa_test(np.zeros(250), rng.normal(0, 1, 250), reps=200, seed=s).consistent
+          for s in range(200)]
+    assert 0.04 <= np.mean(np.array(ps) < 0.1) <= 0.17
+
+
+@pytest.mark.parametrize(("bench", "models", "match"), [
+    (np.zeros(5), np.zeros(5), "n >= 8"),
+    (np.zeros(20), np.zeros((19, 2)), "n >= 8"),
+    (np.zeros(20), np.r_[np.zeros(19), np.nan], "NaN"),
+])
+def test_spa_refuses_bad_input(bench, models, match):
+    with pytest.raises(ValueError, match=match):
+        S.spa_test(bench, models)

@@ -20,7 +20,7 @@ from tests.helpers import TINY_ARGS
 
 GATE = [*TINY_ARGS, "--bars", "1200", "--runs", "1", "--no-report"]
 TRIVIAL = [*(x for name in FLOORS for x in ("--" + name.replace("_", "-"), "-100")),
-           "--dsr-max", "1.0"]
+           "--dsr-max", "1.0", "--spa-min", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +39,7 @@ def test_gate_passes_when_goals_are_trivially_met_and_writes_every_figure(trivia
     assert gate["passed"] is True
     status = {name: g["status"] for name, g in gate["goals"].items()}
     assert status["fold_oracle"] == status["null_dsr"] == status["no_collapse"] == "PASS"
+    assert status["null_spa"] == "PASS"
     assert status["supervised_stitched"] in ("PASS", "n/a")  # n/a: ridge and gbm ≤ 0
     for name in ("sizing_vs_vol_target", "sizing_vs_oracle", "nonlinear_gbm", "costly_drift"):
         assert status[name] == "not run", name
@@ -53,6 +54,7 @@ def test_gate_passes_when_goals_are_trivially_met_and_writes_every_figure(trivia
                                                    for f in summary["folds"]]
         assert r["stitched"]["agent"] == summary["stitched_test_sharpe"]
         assert r["stitched"]["dsr"] == summary["headline"]["dsr"]
+        assert r["stitched"]["spa"] == summary["headline"]["spa"]["p_agent_beats_all"]
         # the baselines' stitched Sharpes, gbm among them, and the better supervised one
         stitched = {n: m["sharpe"] for n, m in summary["stitched"].items() if n != "agent"}
         assert {**stitched, "random": summary["stitched_random"]["sharpe"]} == \
@@ -107,6 +109,7 @@ def test_rescore_judges_the_saved_runs_without_training(trivial_gate, tmp_path, 
     (["--bars", "10"], "--bars"),
     (["--oracle-floor", "1000"], "--oracle-floor"),
     (["--dsr-max", "2"], "--dsr-max"),
+    (["--spa-min", "-1"], "--spa-min"),
     (["--data", "synthetic:ar1"], "--data"),
     (["--resume"], "--resume"),
     (["--folds", "9", "--bars", "400"], "--folds"),
@@ -133,7 +136,7 @@ def _run(market, folds, stitched=None, baselines=None):
             **(baselines or {})}
     best = max(("ridge", "gbm"), key=base.get)
     s = {"agent": 1.0, "buy_and_hold": 0.5, "oracle": 1.0, "oracle_ratio": 1.0, "dsr": 0.1,
-         "baselines": base, "best_supervised": best, "supervised": base[best],
+         "spa": 0.5, "baselines": base, "best_supervised": best, "supervised": base[best],
          **(stitched or {})}
     s["supervised_ratio"] = s["agent"] / s["supervised"] if s["supervised"] > 0 else None
     return {"market": market, "run": 0, "folds": folds, "stitched": s}
@@ -146,7 +149,8 @@ def _fold(agent, oracle, sup=None, last=1.0, best=1.0):
             "val_last": last, "val_best": best}
 
 
-LIMITS = {name: default for name, (default, _) in FLOORS.items()} | {"dsr_max": 0.5}
+LIMITS = {name: default for name, (default, _) in FLOORS.items()} | {"dsr_max": 0.5,
+                                                                      "spa_min": 0.1}
 
 
 def test_goals_per_fold_oracle_undefined_fails_supervised_absent_or_negative_is_not_gated():
@@ -196,14 +200,15 @@ def test_goals_for_the_sizing_and_the_null_market():
     runs = [_run("vol_regime", [_fold(1.0, 1.0)], {"agent": 0.7, "oracle": 1.0,
                                                    "oracle_ratio": 0.7},
                  {"vol_target": 0.8, "ridge": 0.1, "gbm": 0.1}),
-            _run("random_walk", [_fold(-1.0, 0.0)], {"dsr": 0.5})]
+            _run("random_walk", [_fold(-1.0, 0.0)], {"dsr": 0.5, "spa": 0.1})]
     goals = check_goals(runs, LIMITS)
     assert goals["sizing_vs_vol_target"]["status"] == "FAIL"
     assert goals["sizing_vs_oracle"]["status"] == "FAIL"
     assert goals["null_dsr"]["status"] == "FAIL"  # DSR must stay strictly below the maximum
+    assert goals["null_spa"]["status"] == "FAIL"  # SPA p must stay strictly above the minimum
     assert goals["fold_oracle"]["status"] == "PASS"  # the null market's folds are not gated
     runs[0]["stitched"].update(agent=0.9, oracle_ratio=0.9)
-    runs[1]["stitched"]["dsr"] = 0.49
+    runs[1]["stitched"].update(dsr=0.49, spa=0.11)
     assert {g["status"] for g in check_goals(runs, LIMITS).values()} == {
         "PASS", "n/a", "not run"}
 

@@ -217,6 +217,9 @@ def test_backtest_on_later_bars_writes_a_summary_and_leaves_the_run_alone(traine
     assert summary["stitched"]["flat"]["sharpe"] == 0.0
     assert 0.0 <= summary["headline"]["psr"] <= 1.0 and summary["headline"]["dsr"] is None
     assert summary["headline"]["n_test_bars"] == 600 - start
+    spa = summary["headline"]["spa"]  # against the baselines the backtest ran
+    assert set(spa["agent_beats"]) == set(summary["stitched"]) - {"agent"}
+    assert spa["agent_beats"]["flat"] <= spa["p_agent_beats_all"] <= 1.0
     with np.load(out / entry["returns_file"]) as z, \
             np.load(run_dir / "fold_1" / "test_returns.npz") as ref:
         # a backtest has no fitted baselines (no train block in the new file) and no oracle
