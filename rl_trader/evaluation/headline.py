@@ -5,8 +5,8 @@ Trials are every (fold, epoch, setting) ensemble whose validation Sharpe was loo
 choosing; the DSR deflates the stitched test Sharpe by the expected maximum Sharpe of that many
 zero-skill trials, using the dispersion of the trials' validation Sharpes. PBO is computed per
 fold by CSCV over the fold's validation trial matrix [bars, trials] and averaged over folds.
-The SPA compares mean net returns per bar on the same test bars (not Sharpe ratios: a strategy
-holding more risk can win on the mean).
+The SPA compares Sharpe ratios on the same test bars (each strategy's net returns scaled to
+unit volatility), as every other figure of the headline does.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from rl_trader.evaluation.stats import (
     pbo_cscv,
     probabilistic_sharpe_ratio,
     spa_test,
+    stationary_bootstrap_counts,
 )
 
 PBO_SPLITS = 16
@@ -33,22 +34,34 @@ SPA_REPS = 1000  # stationary-bootstrap resamples: p-values to ±0.016 (2 s.e. a
 
 def superior_ability(agent: np.ndarray, baselines: dict[str, np.ndarray], seed: int) -> dict:
     """Hansen's SPA (`stats.spa_test`, consistent p-values) of the agent's per-bar returns
-    `agent` [n] against each of `baselines` (name → [n], the same bars), both ways:
+    `agent` [n] against each of `baselines` (name → [n], the same bars), both ways, on Sharpe
+    ratios: every series is first divided by its own standard deviation over these bars (ddof
+    1; a constant series, such as flat's, becomes 0), so a difference of means is a difference
+    of per-bar Sharpe ratios. The scales are taken as known: their estimation error (about
+    1/√(2n) of each, relative) is not resampled.
 
-    - `agent_beats[name]`: p of H0 "the agent's mean return ≤ name's" (benchmark: name; model:
-      the agent); a small p is evidence that the agent beats it;
+    - `agent_beats[name]`: p of H0 "the agent's Sharpe ≤ name's" (benchmark: name; model: the
+      agent); a small p is evidence that the agent beats it;
     - `p_agent_beats_all`: the largest of those, a valid p for "the agent beats every baseline"
       (an intersection–union test);
-    - `p_no_baseline_beats_agent`: p of H0 "no baseline's mean return beats the agent's"
-      (benchmark: the agent; models: every baseline: White's reality check over them); a small
-      p is evidence that some baseline beats the agent.
+    - `p_no_baseline_beats_agent`: p of H0 "no baseline's Sharpe beats the agent's" (benchmark:
+      the agent; models: every baseline: White's reality check over them); a small p is
+      evidence that some baseline beats the agent.
 
     Every test uses the same resamples (`seed`)."""
+    def unit(r) -> np.ndarray:
+        r = np.asarray(r, np.float64)
+        sd = float(np.std(r, ddof=1)) if r.size > 1 else 0.0
+        return r / sd if sd > 0 else np.zeros_like(r)
+
     names = list(baselines)
-    base = np.stack([np.asarray(baselines[k], np.float64) for k in names], axis=1)
-    beats = {k: spa_test(base[:, j], agent, SPA_REPS, seed=seed).consistent
+    a = unit(agent)
+    base = np.stack([unit(baselines[k]) for k in names], axis=1)
+    block = int(math.sqrt(a.size))
+    counts = stationary_bootstrap_counts(a.size, SPA_REPS, block, np.random.default_rng(seed))
+    beats = {k: spa_test(base[:, j], a, block=block, counts=counts).consistent
              for j, k in enumerate(names)}
-    reverse = spa_test(agent, base, SPA_REPS, seed=seed)
+    reverse = spa_test(a, base, block=block, counts=counts)
     return {"agent_beats": beats, "p_agent_beats_all": max(beats.values()),
             "p_no_baseline_beats_agent": reverse.consistent, "block_bars": reverse.block,
             "reps": SPA_REPS}

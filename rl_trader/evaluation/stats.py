@@ -238,9 +238,8 @@ def stationary_bootstrap_counts(n: int, reps: int, block: float,
     fresh[:, 0] = True
     last = np.maximum.accumulate(np.where(fresh, t, 0), axis=1)  # where each block began
     idx = (np.take_along_axis(starts, last, axis=1) + (t - last)) % n
-    counts = np.zeros((reps, n))
-    np.add.at(counts, (np.arange(reps)[:, None], idx), 1.0)
-    return counts
+    flat = (np.arange(reps)[:, None] * n + idx).ravel()
+    return np.bincount(flat, minlength=reps * n).reshape(reps, n).astype(np.float64)
 
 
 def bootstrap_long_run_variance(d: np.ndarray, block: float) -> np.ndarray:
@@ -274,8 +273,8 @@ class SuperiorPredictiveAbility:
     reps: int
 
 
-def spa_test(benchmark, models, reps: int = 1000, block: int | None = None,
-             seed: int = 0) -> SuperiorPredictiveAbility:
+def spa_test(benchmark, models, reps: int = 1000, block: int | None = None, seed: int = 0,
+             counts: np.ndarray | None = None) -> SuperiorPredictiveAbility:
     """Hansen's (2005) SPA test of H0: no model's mean per-period return beats the benchmark's.
 
     `benchmark` [n] and `models` [n, K] (or [n]) are per-period returns (higher is better; the
@@ -287,7 +286,9 @@ def spa_test(benchmark, models, reps: int = 1000, block: int | None = None,
     (consistent). So p = 1 when no model beats the benchmark in sample, and a model equal to
     it gets p = 1. (`arch` 8.0 neither floors at 0 nor studentizes; with one model and some
     d̄ > 0 it gives the same p.) A column with ω̂ = 0 (a constant difference) is scaled by 1.
-    Deterministic in `seed`. ValueError for n < 8, a shape mismatch or non-finite values.
+    Deterministic in `seed`; `counts` [reps, n], the resamples of
+    `stationary_bootstrap_counts` drawn once for several tests, replaces `reps` and `seed`.
+    ValueError for n < 8, a shape mismatch or non-finite values.
     """
     b = np.asarray(benchmark, dtype=np.float64).reshape(-1)
     m = np.asarray(models, dtype=np.float64)
@@ -305,7 +306,12 @@ def spa_test(benchmark, models, reps: int = 1000, block: int | None = None,
     scale = np.where(omega > 0, omega, 1.0) / math.sqrt(n)
     keep = mean >= -np.sqrt(omega**2 / n * 2.0 * math.log(math.log(n)))
     centres = (np.maximum(mean, 0.0), np.where(keep, mean, 0.0), mean)
-    boot = stationary_bootstrap_counts(n, reps, block, np.random.default_rng(seed)) @ d / n
+    if counts is None:
+        counts = stationary_bootstrap_counts(n, reps, block, np.random.default_rng(seed))
+    if counts.shape[1:] != (n,):
+        raise ValueError(f"spa_test: counts {counts.shape} are not resamples of {n} periods")
+    reps = counts.shape[0]
+    boot = counts @ d / n
     stat = max(float(np.max(mean / scale)), 0.0)
     lower, consistent, upper = (
         float(np.mean(np.maximum(np.max((boot - g) / scale, axis=1), 0.0) >= stat))

@@ -63,8 +63,8 @@ def _spa_line(spa: object) -> str:
         return "<li class='note'>No SPA test in this run's summary (older run).</li>"
     each = ", ".join(f"{escape(k.replace('_', ' '))} {num(p, '.3f')}"
                      for k, p in spa["agent_beats"].items())
-    return ("<li>SPA (Hansen; mean net return a bar, stationary bootstrap; a p below 0.05 is "
-            "evidence): p for <i>the agent beats every baseline</i> "
+    return ("<li>SPA (Hansen; Sharpe ratios on the same bars, stationary bootstrap; a p below "
+            "0.05 is evidence): p for <i>the agent beats every baseline</i> "
             f"<b>{num(spa.get('p_agent_beats_all'), '.3f')}</b> (each: {each}); p for "
             "<i>some baseline beats the agent</i> "
             f"<b>{num(spa.get('p_no_baseline_beats_agent'), '.3f')}</b></li>")

@@ -20,13 +20,18 @@ def test_superior_ability_reads_both_directions():
     assert spa["p_agent_beats_all"] == spa["agent_beats"]["strong"]
     assert spa["p_no_baseline_beats_agent"] < 0.01
     assert (spa["reps"], spa["block_bars"]) == (SPA_REPS, int(np.sqrt(2000)))
-    assert spa["agent_beats"]["weak"] == spa_test(baselines["weak"], agent, SPA_REPS,
-                                                  seed=7).consistent
+    unit = [r / np.std(r, ddof=1) for r in (baselines["weak"], agent)]
+    assert spa["agent_beats"]["weak"] == spa_test(*unit, SPA_REPS, seed=7).consistent
     assert superior_ability(agent, baselines, seed=7) == spa  # deterministic
 
 
-def test_an_agent_equal_to_a_baseline_shows_no_skill_against_it():
+def test_it_compares_sharpe_ratios_not_mean_returns():
+    """A baseline that is the agent at twice the size has twice its mean return and the same
+    Sharpe: no evidence either way. A flat agent (no returns) shows none against flat."""
     rng = np.random.default_rng(1)
-    flat = np.zeros(500)
-    spa = superior_ability(flat, {"flat": flat, "noise": rng.normal(0, 0.01, 500)}, seed=0)
-    assert spa["agent_beats"]["flat"] == 1.0 == spa["p_agent_beats_all"]
+    agent = 0.001 + rng.normal(0, 0.01, 500)
+    spa = superior_ability(agent, {"levered": 2 * agent, "flat": np.zeros(500)}, seed=0)
+    assert spa["agent_beats"]["levered"] == 1.0 == spa["p_agent_beats_all"]
+    assert spa["p_no_baseline_beats_agent"] == 1.0
+    flat = superior_ability(np.zeros(500), {"flat": np.zeros(500)}, seed=0)
+    assert flat["agent_beats"]["flat"] == 1.0

@@ -325,3 +325,13 @@ def test_spa_size_under_the_null():
 def test_spa_refuses_bad_input(bench, models, match):
     with pytest.raises(ValueError, match=match):
         S.spa_test(bench, models)
+
+
+def test_spa_on_shared_resamples_is_the_same_test():
+    rng = np.random.default_rng(6)
+    bench, model = rng.normal(0, 1, (2, 100))
+    counts = S.stationary_bootstrap_counts(100, 50, 10, np.random.default_rng(3))
+    assert S.spa_test(bench, model, 50, 10, seed=3) == S.spa_test(bench, model, block=10,
+                                                                    counts=counts)
+    with pytest.raises(ValueError, match="not resamples of 99 periods"):
+        S.spa_test(bench[:99], model[:99], block=10, counts=counts)
