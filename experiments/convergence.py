@@ -313,10 +313,11 @@ def check_goals(runs: list[dict], limits: dict[str, float]) -> dict[str, dict]:
         dsr = r["stitched"]["dsr"]
         if dsr is None or not dsr < lim["dsr_max"]:
             misses["null_dsr"].append(f"{r['market']} run {r['run']}: DSR {_num(dsr, '.3f')}")
-        gated.add("null_spa")
-        spa = r["stitched"]["spa"]
-        if spa is None or not spa > lim["spa_min"]:
-            misses["null_spa"].append(f"{r['market']} run {r['run']}: SPA p {_num(spa, '.3f')}")
+        spa = r["stitched"]["spa"]  # None: a run from before the SPA, not gated (n/a)
+        if spa is not None:
+            gated.add("null_spa")
+            if not spa > lim["spa_min"]:
+                misses["null_spa"].append(f"{r['market']} run {r['run']}: SPA p {spa:.3f}")
     gated |= {"fold_oracle", "no_collapse"} if planted else set()
     out = {}
     for name, (rule, covered) in goals.items():
@@ -369,10 +370,20 @@ def saved_summary(run_dir: Path, cfg) -> dict:
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise InputError(f"option --rescore: '{path}' is not a finished run ({err})") from None
     if saved != cfg:
+        have, want = _flat(saved.to_dict()), _flat(cfg.to_dict())
+        diff = ", ".join(f"{k} {have.get(k)!r} saved, {want.get(k)!r} given"
+                         for k in sorted(have.keys() | want.keys()) if have.get(k) != want.get(k))
         raise InputError(f"option --rescore: '{run_dir}' holds a run of another configuration "
-                         f"(data {saved.data.path}, run seed {saved.seed}) than the gate's "
-                         "options give")
+                         f"than the gate's options give ({diff})")
     return summary
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    """A nested dict's leaves by dotted key: {'train': {'seeds': 4}} → {'train.seeds': 4}."""
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {prefix + k: v})
+    return out
 
 
 def market_config(base, market: str, bars: int, k: int):
@@ -427,7 +438,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         print(f"convergence gate: markets {', '.join(markets)}; {args.runs} run(s) each, data "
               f"seeds {first}…{first + args.runs - 1}; "
               f"preset {args.preset or 'default'}, "
-              f"{base.folds.n_folds} folds, {args.bars} bars, {base.train.epochs} epochs; "
+              f"{base.folds.n_folds} folds, {args.bars} bars, {base.train.epochs} epochs, "
+              f"{base.train.seeds} seed(s) a fold; "
               f"{', '.join(m for m in markets if m in COSTLY_MARKETS) or 'no market'} at "
               f"{sum(COSTLY_COSTS.values()):g} bp a unit traded; {describe_device()}; run dirs "
               f"under {parent}", flush=True)

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
               file=sys.stderr)
         return 2
     try:
-        cfg = config_from_args(args)
+        cfg = config_from_args(args, platform="")  # trains no population: seeds do not apply
         from rl_trader.data.synthetic import parse_spec
 
         if (cfg.data.path or "").startswith("synthetic:") and parse_spec(cfg.data.path)[2] >= 1000:

@@ -167,9 +167,10 @@ def config_from_args(args: argparse.Namespace, platform: str | None = None) -> R
 
 def cpu_population(cfg: RunConfig, platform: str | None = None) -> RunConfig:
     """`cfg` with `CPU_SEEDS` seeds a fold when `platform` (None: JAX's default backend) is
-    the CPU and it has more; printed. The main job's 12 members take 25 minutes on a 2-core CPU,
-    3 take 4 (`make train FOLDS=3`, 2026-12); on the gate's planted markets the smaller
-    ensemble costs 0.17 ± 0.04 of stitched test Sharpe (docs/studies/22-cpu-population.md)."""
+    the CPU and it has more; printed. The main job's 12 members take 25 min 42 s on a 2-core
+    CPU, 3 take 4 min 16 s (`make train FOLDS=3`, 2026-12-02/03); on the gate's planted markets
+    the smaller ensemble costs 0.17 ± 0.04 of stitched test Sharpe
+    (docs/studies/22-cpu-population.md)."""
     if cfg.train.seeds <= CPU_SEEDS:
         return cfg
     if platform is None:
@@ -179,7 +180,7 @@ def cpu_population(cfg: RunConfig, platform: str | None = None) -> RunConfig:
     if platform != "cpu":
         return cfg
     print(f"population: {CPU_SEEDS} seed a fold on a CPU ({cfg.train.seeds} on an "
-          f"accelerator), so the main job takes minutes, not half an hour; --seeds "
+          f"accelerator), so that a run takes minutes, not half an hour; --seeds "
           f"{cfg.train.seeds} trains the accelerator's ensemble (about 0.17 more test Sharpe on "
           "the gate's planted markets, docs/studies/22-cpu-population.md)", flush=True)
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seeds=CPU_SEEDS))

@@ -4,9 +4,10 @@
 
 One row per run directory directly under RUNS_DIR (default runs/): its status, when it finished,
 data, preset, epochs and folds, the stitched test Sharpe of the agent and of the baselines
-(buy-and-hold, the random policy's mean over seeds, volatility targeting, ridge), DSR, PBO and
-whether the DSR shows skill. Interrupted runs are listed as incomplete, unreadable summaries as
-corrupt. Exit codes: 0 done, 2 bad input (RUNS_DIR or option).
+(buy-and-hold, the random policy's mean over seeds, volatility targeting, ridge, gbm), DSR, PBO,
+the SPA p for "the agent beats every baseline" and whether the DSR shows skill. Interrupted
+runs are listed as incomplete, unreadable summaries as corrupt. Exit codes: 0 done, 2 bad input
+(RUNS_DIR or option).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ PROG = "rl-trader runs"  # in help and errors
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = Parser(prog=prog, description=(
         "List the runs under RUNS_DIR, one row each, sorted by time: status, data, preset, "
-        "epochs, folds, stitched test Sharpe of the agent and the baselines, DSR, PBO, and "
+        "epochs, folds, stitched test Sharpe of the agent and the baselines, DSR, PBO, the SPA "
+        "p for 'the agent beats every baseline', and "
         f"skill (DSR >= {SKILL_DSR})."))
     p.add_argument("runs_dir", nargs="?", default="runs", metavar="RUNS_DIR",
                    help="directory holding run directories (default: runs)")

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from rl_trader.evaluation.metrics import geometric_mean_positive, sharpe
+from rl_trader.evaluation.metrics import geometric_mean_positive, sharpe, unit_volatility
 from rl_trader.evaluation.stats import (
     annualise_sharpe,
     deannualise_sharpe,
@@ -25,45 +25,45 @@ from rl_trader.evaluation.stats import (
     pbo_cscv,
     probabilistic_sharpe_ratio,
     spa_test,
-    stationary_bootstrap_counts,
+    stationary_bootstrap_means,
 )
 
 PBO_SPLITS = 16
-SPA_REPS = 1000  # stationary-bootstrap resamples: p-values to ±0.016 (2 s.e. at p = 0.5)
+SPA_REPS = 1000  # stationary-bootstrap resamples: p-values to ±0.016 (1 s.e. at p = 0.5)
+SPA_MIN_BARS = 8  # fewer test bars: no SPA (None)
 
 
-def superior_ability(agent: np.ndarray, baselines: dict[str, np.ndarray], seed: int) -> dict:
+def superior_ability(agent: np.ndarray, baselines: dict[str, np.ndarray],
+                     seed: int) -> dict | None:
     """Hansen's SPA (`stats.spa_test`, consistent p-values) of the agent's per-bar returns
     `agent` [n] against each of `baselines` (name → [n], the same bars), both ways, on Sharpe
-    ratios: every series is first divided by its own standard deviation over these bars (ddof
-    1; a constant series, such as flat's, becomes 0), so a difference of means is a difference
-    of per-bar Sharpe ratios. The scales are taken as known: their estimation error (about
-    1/√(2n) of each, relative) is not resampled.
+    ratios: every series is first scaled to unit volatility (`metrics.unit_volatility`), so a
+    difference of means is a difference of per-bar Sharpe ratios. The scales are taken as
+    known: their estimation error (about 1/√(2n) of each, relative) is not resampled.
 
     - `agent_beats[name]`: p of H0 "the agent's Sharpe ≤ name's" (benchmark: name; model: the
       agent); a small p is evidence that the agent beats it;
     - `p_agent_beats_all`: the largest of those, a valid p for "the agent beats every baseline"
       (an intersection–union test);
-    - `p_no_baseline_beats_agent`: p of H0 "no baseline's Sharpe beats the agent's" (benchmark:
-      the agent; models: every baseline: White's reality check over them); a small p is
-      evidence that some baseline beats the agent.
+    - `p_some_baseline_beats_agent`: p of H0 "no baseline's Sharpe beats the agent's"
+      (benchmark: the agent; models: every baseline at once, Hansen's test over all of them);
+      a small p is evidence that some baseline beats the agent.
 
-    Every test uses the same resamples (`seed`)."""
-    def unit(r) -> np.ndarray:
-        r = np.asarray(r, np.float64)
-        sd = float(np.std(r, ddof=1)) if r.size > 1 else 0.0
-        return r / sd if sd > 0 else np.zeros_like(r)
-
+    Every test uses the same resamples (`seed`). None with fewer than `SPA_MIN_BARS` bars or
+    no baseline."""
     names = list(baselines)
-    a = unit(agent)
-    base = np.stack([unit(baselines[k]) for k in names], axis=1)
+    a = unit_volatility(agent)
+    if a.size < SPA_MIN_BARS or not names:
+        return None
+    base = np.stack([unit_volatility(baselines[k]) for k in names], axis=1)
     block = int(math.sqrt(a.size))
-    counts = stationary_bootstrap_counts(a.size, SPA_REPS, block, np.random.default_rng(seed))
-    beats = {k: spa_test(base[:, j], a, block=block, counts=counts).consistent
+    means = stationary_bootstrap_means(np.column_stack([a, base]), SPA_REPS, block,
+                                       np.random.default_rng(seed))  # [reps, 1 + K]
+    beats = {k: spa_test(base[:, j], a, block=block, means=means[:, [j + 1, 0]]).consistent
              for j, k in enumerate(names)}
-    reverse = spa_test(a, base, block=block, counts=counts)
+    reverse = spa_test(a, base, block=block, means=means)
     return {"agent_beats": beats, "p_agent_beats_all": max(beats.values()),
-            "p_no_baseline_beats_agent": reverse.consistent, "block_bars": reverse.block,
+            "p_some_baseline_beats_agent": reverse.consistent, "block_bars": reverse.block,
             "reps": SPA_REPS}
 
 

@@ -79,6 +79,15 @@ def information_coefficient(forecast, target, valid=None):
     return xp.where(ok, (f * y).sum(-1) / xp.sqrt(xp.where(ok, var, 1.0)), xp.nan)
 
 
+def unit_volatility(returns) -> np.ndarray:
+    """A host series divided by its standard deviation (ddof 1), float64: its mean is its
+    per-period `sharpe`. Zeros where `sharpe` is 0 for want of spread (a constant series, or
+    fewer than 2 returns)."""
+    r = np.asarray(returns, np.float64)
+    sd = float(np.std(r, ddof=1)) if r.size > 1 else 0.0
+    return r / sd if sd > 0 and r.max() > r.min() else np.zeros_like(r)
+
+
 def sharpe_of(returns, ppy: float) -> float:
     """`sharpe` of one host series (any float dtype, computed in float64) as a Python float."""
     return float(sharpe(np.asarray(returns, np.float64), ppy))

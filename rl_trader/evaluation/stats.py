@@ -220,26 +220,34 @@ def pbo_cscv(perf, n_splits: int = 16) -> float:
     return pbo_cscv_detail(perf, n_splits)[0]
 
 
-def stationary_bootstrap_counts(n: int, reps: int, block: float,
-                                rng: np.random.Generator) -> np.ndarray:
-    """How often each of `n` periods appears in each of `reps` stationary-bootstrap resamples,
-    [reps, n] float64 (every row sums to n).
+def stationary_bootstrap_means(x: np.ndarray, reps: int, block: float,
+                               rng: np.random.Generator) -> np.ndarray:
+    """The means of each column of `x` [n, K] over `reps` stationary-bootstrap resamples of its
+    rows, [reps, K] float64.
 
-    A resample (Politis & Romano 1994) is n indices: the first uniform, each next one a new
+    A resample (Politis & Romano 1994) is n row indices: the first uniform, each next one a new
     uniform start with probability q = 1/`block`, else the previous index + 1 (mod n, so blocks
-    wrap), which gives blocks of geometric length with mean `block` periods.
+    wrap), which gives blocks of geometric length with mean `block` rows. The resamples are
+    drawn in chunks of about 2²⁰ indices, so memory stays small for any n.
     """
-    if n < 1 or reps < 1 or not block >= 1:
-        raise ValueError(f"stationary bootstrap: n={n}, reps={reps} must be >= 1 and "
-                         f"block={block} >= 1")
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[0]
+    if x.ndim != 2 or n < 1 or reps < 1 or not block >= 1:
+        raise ValueError(f"stationary bootstrap: x {x.shape} must be [n >= 1, K], reps={reps} "
+                         f">= 1 and block={block} >= 1")
     t = np.arange(n)
-    starts = rng.integers(0, n, size=(reps, n))
-    fresh = rng.random((reps, n)) < 1.0 / block
-    fresh[:, 0] = True
-    last = np.maximum.accumulate(np.where(fresh, t, 0), axis=1)  # where each block began
-    idx = (np.take_along_axis(starts, last, axis=1) + (t - last)) % n
-    flat = (np.arange(reps)[:, None] * n + idx).ravel()
-    return np.bincount(flat, minlength=reps * n).reshape(reps, n).astype(np.float64)
+    out = np.empty((reps, x.shape[1]))
+    chunk = max(1, (1 << 20) // n)
+    for a in range(0, reps, chunk):
+        r = min(chunk, reps - a)
+        starts = rng.integers(0, n, size=(r, n))
+        fresh = rng.random((r, n)) < 1.0 / block
+        fresh[:, 0] = True
+        last = np.maximum.accumulate(np.where(fresh, t, 0), axis=1)  # where each block began
+        idx = (np.take_along_axis(starts, last, axis=1) + (t - last)) % n
+        counts = np.bincount((np.arange(r)[:, None] * n + idx).ravel(), minlength=r * n)
+        out[a:a + r] = counts.reshape(r, n).astype(np.float64) @ x / n
+    return out
 
 
 def bootstrap_long_run_variance(d: np.ndarray, block: float) -> np.ndarray:
@@ -273,8 +281,9 @@ class SuperiorPredictiveAbility:
     reps: int
 
 
-def spa_test(benchmark, models, reps: int = 1000, block: int | None = None, seed: int = 0,
-             counts: np.ndarray | None = None) -> SuperiorPredictiveAbility:
+def spa_test(benchmark: np.ndarray, models: np.ndarray, reps: int = 1000,
+             block: int | None = None, seed: int = 0,
+             means: np.ndarray | None = None) -> SuperiorPredictiveAbility:
     """Hansen's (2005) SPA test of H0: no model's mean per-period return beats the benchmark's.
 
     `benchmark` [n] and `models` [n, K] (or [n]) are per-period returns (higher is better; the
@@ -285,9 +294,11 @@ def spa_test(benchmark, models, reps: int = 1000, block: int | None = None, seed
     re-centring g is d̄ (upper), max(d̄, 0) (lower) or d̄·1{d̄ ≥ −√(ω̂²/n · 2·ln ln n)}
     (consistent). So p = 1 when no model beats the benchmark in sample, and a model equal to
     it gets p = 1. (`arch` 8.0 neither floors at 0 nor studentizes; with one model and some
-    d̄ > 0 it gives the same p.) A column with ω̂ = 0 (a constant difference) is scaled by 1.
-    Deterministic in `seed`; `counts` [reps, n], the resamples of
-    `stationary_bootstrap_counts` drawn once for several tests, replaces `reps` and `seed`.
+    d̄ > 0 it gives the same p.) A constant difference (ω̂ ≤ 1e-9 of the returns' scale) is
+    no random quantity: it adds 0 to every T*, and to T +∞ when d̄ is above that tolerance
+    (p = 0: the model beats the benchmark on every bar by the same amount), nothing otherwise.
+    Deterministic in `seed`; `means` [reps, 1 + K], the resampled means of [benchmark, models]
+    (`stationary_bootstrap_means`, drawn once for several tests), replaces `reps` and `seed`.
     ValueError for n < 8, a shape mismatch or non-finite values.
     """
     b = np.asarray(benchmark, dtype=np.float64).reshape(-1)
@@ -303,18 +314,23 @@ def spa_test(benchmark, models, reps: int = 1000, block: int | None = None, seed
     d = m - b[:, None]
     mean = d.mean(0)
     omega = np.sqrt(bootstrap_long_run_variance(d, block))
-    scale = np.where(omega > 0, omega, 1.0) / math.sqrt(n)
+    tol = 1e-9 * max(float(np.max(np.abs(b))), float(np.max(np.abs(m))), 1e-300)
+    random = omega > tol
+    scale = np.where(random, omega, 1.0) / math.sqrt(n)
     keep = mean >= -np.sqrt(omega**2 / n * 2.0 * math.log(math.log(n)))
     centres = (np.maximum(mean, 0.0), np.where(keep, mean, 0.0), mean)
-    if counts is None:
-        counts = stationary_bootstrap_counts(n, reps, block, np.random.default_rng(seed))
-    if counts.shape[1:] != (n,):
-        raise ValueError(f"spa_test: counts {counts.shape} are not resamples of {n} periods")
-    reps = counts.shape[0]
-    boot = counts @ d / n
-    stat = max(float(np.max(mean / scale)), 0.0)
+    if means is None:
+        means = stationary_bootstrap_means(np.column_stack([b, m]), reps, block,
+                                           np.random.default_rng(seed))
+    if means.shape[1:] != (1 + m.shape[1],):
+        raise ValueError(f"spa_test: means {means.shape} are not of [benchmark, models] "
+                         f"({1 + m.shape[1]} columns)")
+    boot = means[:, 1:] - means[:, :1]  # d̄*: resampled means are linear
+    sure = bool(np.any(~random & (mean > tol)))
+    stat = math.inf if sure else max(float(np.max(np.where(random, mean / scale, 0.0))), 0.0)
     lower, consistent, upper = (
-        float(np.mean(np.maximum(np.max((boot - g) / scale, axis=1), 0.0) >= stat))
+        float(np.mean(np.maximum(np.max(np.where(random, (boot - g) / scale, 0.0), axis=1),
+                                 0.0) >= stat))
         for g in centres)
     return SuperiorPredictiveAbility(lower=lower, consistent=consistent, upper=upper,
-                                     statistic=stat, block=block, reps=reps)
+                                     statistic=stat, block=block, reps=means.shape[0])

@@ -1,12 +1,12 @@
 """The runs under a directory side by side: one row per run, read from its `summary.json`.
 
-Nothing is recomputed: the Sharpes (annualised, stitched over the test blocks), the DSR and
-the PBO are the run's own; `skill` says whether the DSR reaches `SKILL_DSR`. A directory with a
-`summary.json` is a run: `done`, `stopped` (the NaN guard stopped a fold), `backtest` or `sweep`
-(those commands' output). One without it but with a `config.json` or a `resume/` state is
-`incomplete` (interrupted, or still running); one whose `summary.json` cannot be read is
-`corrupt`, with the reason in `note`. Anything else is skipped. `time` is when `summary.json`
-was written (an incomplete run: its last saved epoch).
+Nothing is recomputed: the Sharpes (annualised, stitched over the test blocks), the DSR, the
+PBO and the SPA p (`headline.spa.p_agent_beats_all`) are the run's own; `skill` says whether
+the DSR reaches `SKILL_DSR`. A directory with a `summary.json` is a run: `done`, `stopped` (the
+NaN guard stopped a fold), `backtest` or `sweep` (those commands' output). One without it but
+with a `config.json` or a `resume/` state is `incomplete` (interrupted, or still running); one
+whose `summary.json` cannot be read is `corrupt`, with the reason in `note`. Anything else is
+skipped. `time` is when `summary.json` was written (an incomplete run: its last saved epoch).
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from rl_trader.errors import InputError
 SKILL_DSR = 0.95  # the headline shows skill when the deflated Sharpe ratio reaches this
 EMBEDDED = "embedded:sp500"  # the data source of a run on the embedded data (data.loader's name)
 COLUMNS = ("run", "status", "time", "data", "preset", "epochs", "folds", "agent",
-           "buy_and_hold", "random", "vol_target", "ridge", "gbm", "dsr", "pbo", "skill", "note")
-NUMBERS = ("agent", "buy_and_hold", "random", "vol_target", "ridge", "gbm", "dsr", "pbo")
+           "buy_and_hold", "random", "vol_target", "ridge", "gbm", "dsr", "pbo", "spa", "skill",
+           "note")
+NUMBERS = ("agent", "buy_and_hold", "random", "vol_target", "ridge", "gbm", "dsr", "pbo", "spa")
+PROBABILITIES = ("dsr", "pbo", "spa")  # spa: the SPA p for "the agent beats every baseline"
 SORT_KEYS = tuple(c for c in COLUMNS if c != "note")
 
 
@@ -72,7 +74,7 @@ def _cell(value: Any, column: str) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if column in NUMBERS:
-        return f"{value:+.3f}" if column not in ("dsr", "pbo") else f"{value:.3f}"
+        return f"{value:.3f}" if column in PROBABILITIES else f"{value:+.3f}"
     return str(value)
 
 
@@ -110,6 +112,7 @@ def _finished_row(d: Path) -> dict[str, Any]:
             ridge=_number(_at(s, "stitched", "ridge", "sharpe"), "stitched.ridge.sharpe"),
             gbm=_number(_at(s, "stitched", "gbm", "sharpe"), "stitched.gbm.sharpe"),
             dsr=dsr, pbo=_number(_at(head, "pbo"), "headline.pbo"),
+            spa=_number(_at(head, "spa", "p_agent_beats_all"), "headline.spa.p_agent_beats_all"),
             skill=None if dsr is None else dsr >= SKILL_DSR,
             note="; ".join(_strings(s.get("stopped"), "stopped")) or None)
     except json.JSONDecodeError as err:

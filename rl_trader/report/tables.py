@@ -22,7 +22,8 @@ def fid(f: dict, k: int) -> int:
 
 
 def headline(s: dict) -> str:
-    """The headline box: stitched Sharpe, PSR/DSR/PBO, geometric mean, random policy, oracle."""
+    """The headline box: stitched Sharpe, PSR/DSR/PBO, the SPA, geometric mean, random policy,
+    oracle."""
     h = s.get("headline") if isinstance(s.get("headline"), dict) else {}
     sharpe = h.get("stitched_test_sharpe", s.get("stitched_test_sharpe"))
     geo = h.get("geo_mean_test_sharpe", s.get("geo_mean_test_sharpe"))
@@ -39,7 +40,7 @@ def headline(s: dict) -> str:
             f"<b>{num(h.get('expected_max_sharpe'), '.2f')}</b> by luck (annualised).</li>",
             f"<li>PBO (probability of backtest overfitting): <b>{num(h.get('pbo'), '.3f')}</b>"
             "</li>",
-            _spa_line(h.get("spa"))]
+            _spa_line(h)]
     else:
         items.append("<li class='note'>No PSR / DSR / PBO in this run's summary "
                      "(older run).</li>")
@@ -57,8 +58,11 @@ def headline(s: dict) -> str:
     return f'<div class="headline">{items[0]}<ul>{"".join(items[1:])}</ul></div>'
 
 
-def _spa_line(spa: object) -> str:
-    """Hansen's SPA p-values of the headline (`evaluation.headline.superior_ability`)."""
+def _spa_line(h: dict) -> str:
+    """Hansen's SPA p-values of the headline `h` (`evaluation.headline.superior_ability`)."""
+    spa = h.get("spa")
+    if "spa" in h and spa is None:
+        return "<li class='note'>No SPA test: too few test bars.</li>"
     if not isinstance(spa, dict) or not isinstance(spa.get("agent_beats"), dict):
         return "<li class='note'>No SPA test in this run's summary (older run).</li>"
     each = ", ".join(f"{escape(k.replace('_', ' '))} {num(p, '.3f')}"
@@ -67,7 +71,7 @@ def _spa_line(spa: object) -> str:
             "0.05 is evidence): p for <i>the agent beats every baseline</i> "
             f"<b>{num(spa.get('p_agent_beats_all'), '.3f')}</b> (each: {each}); p for "
             "<i>some baseline beats the agent</i> "
-            f"<b>{num(spa.get('p_no_baseline_beats_agent'), '.3f')}</b></li>")
+            f"<b>{num(spa.get('p_some_baseline_beats_agent'), '.3f')}</b></li>")
 
 
 def _random_line(s: dict) -> str:

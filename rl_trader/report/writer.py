@@ -57,6 +57,13 @@ def print_table(summary: dict, console: Console | None = None) -> None:
             f"PSR {num(head['psr'], '.3f')}, DSR {num(head['dsr'], '.3f')} over "
             f"{head['n_trials']} trials (zero-skill best "
             f"≈ {num(head['expected_max_sharpe'], '.2f')}), PBO {num(head['pbo'], '.2f')}")
+        spa = head.get("spa")
+        if isinstance(spa, dict):
+            console.print(
+                f"SPA p (Hansen, Sharpe ratios): {num(spa.get('p_agent_beats_all'), '.3f')} for "
+                "'the agent beats every baseline', "
+                f"{num(spa.get('p_some_baseline_beats_agent'), '.3f')} for 'some baseline beats "
+                "the agent' (below 0.05: evidence)")
 
 
 # ---------------------------------------------------------------- HTML report

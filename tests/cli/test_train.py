@@ -92,7 +92,8 @@ def test_the_runs_table_reads_a_real_summary(smoke_run):
     assert (row["status"], row["preset"], row["epochs"], row["folds"]) == ("done", "smoke", 1, 3)
     assert row["agent"] == summary["stitched_test_sharpe"]
     assert row["dsr"] == summary["headline"]["dsr"]
-    assert None not in [row[k] for k in ("buy_and_hold", "random", "vol_target", "ridge", "dsr")]
+    assert None not in [row[k] for k in ("buy_and_hold", "random", "vol_target", "ridge", "dsr",
+                                         "spa")]
 
 
 def test_the_spa_is_of_the_stitched_test_returns_the_run_wrote(smoke_run):

@@ -18,7 +18,7 @@ def test_superior_ability_reads_both_directions():
     assert list(spa["agent_beats"]) == ["weak", "strong"]
     assert spa["agent_beats"]["weak"] < 0.01 and spa["agent_beats"]["strong"] > 0.99
     assert spa["p_agent_beats_all"] == spa["agent_beats"]["strong"]
-    assert spa["p_no_baseline_beats_agent"] < 0.01
+    assert spa["p_some_baseline_beats_agent"] < 0.01
     assert (spa["reps"], spa["block_bars"]) == (SPA_REPS, int(np.sqrt(2000)))
     unit = [r / np.std(r, ddof=1) for r in (baselines["weak"], agent)]
     assert spa["agent_beats"]["weak"] == spa_test(*unit, SPA_REPS, seed=7).consistent
@@ -32,6 +32,12 @@ def test_it_compares_sharpe_ratios_not_mean_returns():
     agent = 0.001 + rng.normal(0, 0.01, 500)
     spa = superior_ability(agent, {"levered": 2 * agent, "flat": np.zeros(500)}, seed=0)
     assert spa["agent_beats"]["levered"] == 1.0 == spa["p_agent_beats_all"]
-    assert spa["p_no_baseline_beats_agent"] == 1.0
+    assert spa["p_some_baseline_beats_agent"] == 1.0
     flat = superior_ability(np.zeros(500), {"flat": np.zeros(500)}, seed=0)
     assert flat["agent_beats"]["flat"] == 1.0
+
+
+def test_too_few_bars_or_no_baseline_give_no_test():
+    rng = np.random.default_rng(2)
+    assert superior_ability(rng.normal(size=7), {"flat": np.zeros(7)}, seed=0) is None
+    assert superior_ability(rng.normal(size=50), {}, seed=0) is None

@@ -89,6 +89,14 @@ def test_zero_variance_and_short_inputs():
     assert M.cagr(np.array([]), 252) == 0.0 and M.cagr(np.array([-1.0, 0.5]), 252) == -1.0
 
 
+def test_unit_volatility_has_the_per_period_sharpe_as_its_mean(spx):
+    r = spx[0][:500]
+    assert M.unit_volatility(r).mean() == pytest.approx(float(M.sharpe(r, 1.0)), rel=1e-12)
+    assert np.std(M.unit_volatility(r), ddof=1) == pytest.approx(1.0, rel=1e-12)
+    for constant in (np.full(9, 0.1), np.zeros(9), np.ones(1)):  # sharpe 0: no spread
+        np.testing.assert_array_equal(M.unit_volatility(constant), np.zeros_like(constant))
+
+
 def test_drawdown_and_cagr_by_hand():
     r = np.array([0.10, -0.20, 0.05, 0.50, -0.10])
     # equity 1, 1.1, 0.88, 0.924, 1.386, 1.2474: worst 0.88 / 1.1 − 1 = −0.2

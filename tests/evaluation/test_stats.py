@@ -238,29 +238,31 @@ def test_pbo_constant_trial_and_refusals():
 
 
 # ------------------------------------------------------------------ SPA on the stationary bootstrap
-def test_stationary_bootstrap_counts_are_resamples_of_every_length():
-    """Rows sum to n; a block far longer than the series gives a rotation (every period once);
-    block 1 is the i.i.d. bootstrap (multinomial counts: mean 1, variance 1 − 1/n)."""
+def test_stationary_bootstrap_means_of_rotations_and_of_iid_draws():
+    """A block far longer than the series makes every resample a rotation (the mean itself);
+    block 1 is the i.i.d. bootstrap: the resampled means' variance is var(x)/n."""
     rng = np.random.default_rng(0)
-    rotation = S.stationary_bootstrap_counts(50, 20, 1e15, rng)
-    np.testing.assert_array_equal(rotation, np.ones((20, 50)))
-    iid = S.stationary_bootstrap_counts(400, 500, 1, rng)
-    np.testing.assert_array_equal(iid.sum(1), 400)
-    assert abs(iid.mean() - 1) < 1e-12 and abs(iid.var() - (1 - 1 / 400)) < 0.02
+    x = rng.normal(size=(50, 2))
+    rotation = S.stationary_bootstrap_means(x, 20, 1e15, rng)
+    np.testing.assert_allclose(rotation, np.broadcast_to(x.mean(0), (20, 2)), rtol=1e-12)
+    iid = S.stationary_bootstrap_means(x, 8000, 1, rng)
+    np.testing.assert_allclose(iid.var(0) / (x.var(0) / 50), 1.0, atol=0.06)
     with pytest.raises(ValueError, match="block=0.5"):
-        S.stationary_bootstrap_counts(10, 5, 0.5, rng)
+        S.stationary_bootstrap_means(x, 5, 0.5, rng)
 
 
-def test_stationary_bootstrap_blocks_have_the_mean_length():
-    """Within a resample, the next index is the previous + 1 with probability 1 − 1/block: the
-    counts' lag-one structure shows it as the share of periods whose successor is also drawn."""
-    n, block = 2000, 10.0
-    counts = S.stationary_bootstrap_counts(n, 200, block, np.random.default_rng(1))
-    # E[count] = 1 for every period; with blocks, counts of neighbours are correlated by
-    # (1 − 1/block): corr(c_t, c_{t+1}) ≈ 1 − 1/block for n ≫ block.
-    c = counts - 1.0
-    corr = np.mean(c[:, :-1] * c[:, 1:]) / np.mean(c * c)
-    assert abs(corr - (1 - 1 / block)) < 0.03
+def test_the_resampled_means_vary_as_the_long_run_variance_says():
+    """Politis & Romano's kernel is the stationary bootstrap's own variance of √n·x̄*: on an
+    autocorrelated series the resampled means (drawn in chunks: 4,000 × 600 indices) agree
+    with `bootstrap_long_run_variance` to sampling error (~2 %), for short and long blocks."""
+    rng = np.random.default_rng(1)
+    e = rng.normal(size=600)
+    x = np.convolve(e, np.ones(4), "valid")[:, None]
+    n = x.shape[0]
+    for block in (2.0, 25.0):
+        means = S.stationary_bootstrap_means(x, 4000, block, np.random.default_rng(2))
+        ratio = n * means[:, 0].var() / S.bootstrap_long_run_variance(x, block)[0]
+        assert abs(ratio - 1) < 0.08, (block, ratio)
 
 
 def test_long_run_variance_is_the_kernel_sum_and_the_ar1_limit():
@@ -330,8 +332,21 @@ def test_spa_refuses_bad_input(bench, models, match):
 def test_spa_on_shared_resamples_is_the_same_test():
     rng = np.random.default_rng(6)
     bench, model = rng.normal(0, 1, (2, 100))
-    counts = S.stationary_bootstrap_counts(100, 50, 10, np.random.default_rng(3))
+    means = S.stationary_bootstrap_means(np.column_stack([bench, model]), 50, 10,
+                                         np.random.default_rng(3))
     assert S.spa_test(bench, model, 50, 10, seed=3) == S.spa_test(bench, model, block=10,
-                                                                    counts=counts)
-    with pytest.raises(ValueError, match="not resamples of 99 periods"):
-        S.spa_test(bench[:99], model[:99], block=10, counts=counts)
+                                                                    means=means)
+    with pytest.raises(ValueError, match="not of"):
+        S.spa_test(bench, np.column_stack([model, model]), block=10, means=means)
+
+
+def test_constant_differences_are_certain_not_random():
+    """A model ahead of the benchmark by the same amount on every bar beats it (p = 0), also
+    beside a noisy model; rounding-level differences are no lead (p = 1)."""
+    rng = np.random.default_rng(7)
+    bench = rng.normal(0, 0.01, 300)
+    noisy = bench + rng.normal(0, 0.01, 300)
+    ahead = S.spa_test(bench, np.column_stack([noisy, bench + 1e-4]), reps=200)
+    assert (ahead.consistent, ahead.statistic) == (0.0, math.inf)
+    rounding = S.spa_test(bench, bench + 1e-18 * rng.normal(size=300), reps=200)
+    assert rounding.consistent == 1.0

@@ -96,7 +96,9 @@ def test_rescore_judges_the_saved_runs_without_training(trivial_gate, tmp_path, 
     assert main(argv + ["--dsr-max", "0", "--out", str(tmp_path / "strict.json")]) == 1
     capsys.readouterr()
     assert main(argv + ["--lr", "0.001", "--out", str(tmp_path / "other.json")]) == 2
-    assert "holds a run of another configuration" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "holds a run of another configuration" in err
+    assert "agent.learning_rate 0.0001 saved, 0.001 given" in err
     assert main(GATE + ["--markets", "cubic", "--run-dir", str(parent), "--rescore",
                         "--out", str(tmp_path / "none.json")]) == 2
     assert "is not a finished run" in capsys.readouterr().err
@@ -208,7 +210,9 @@ def test_goals_for_the_sizing_and_the_null_market():
     assert goals["null_spa"]["status"] == "FAIL"  # SPA p must stay strictly above the minimum
     assert goals["fold_oracle"]["status"] == "PASS"  # the null market's folds are not gated
     runs[0]["stitched"].update(agent=0.9, oracle_ratio=0.9)
-    runs[1]["stitched"].update(dsr=0.49, spa=0.11)
+    runs[1]["stitched"].update(dsr=0.49, spa=None)  # a run from before the SPA: not gated
+    assert check_goals(runs, LIMITS)["null_spa"]["status"] == "n/a"
+    runs[1]["stitched"]["spa"] = 0.11
     assert {g["status"] for g in check_goals(runs, LIMITS).values()} == {
         "PASS", "n/a", "not run"}
 

@@ -29,7 +29,8 @@ def summary(agent: float, dsr: float | None, **extra) -> dict:
     return {"stitched_test_sharpe": agent, "stitched_buy_and_hold_test_sharpe": 0.5,
             "stitched": {"agent": {"sharpe": agent}, "buy_and_hold": {"sharpe": 0.5},
                          "vol_target": {"sharpe": 0.6}, "ridge": {"sharpe": 0.1}},
-            "stitched_random": {"sharpe": -0.2}, "headline": {"dsr": dsr, "pbo": 0.4},
+            "stitched_random": {"sharpe": -0.2}, "headline": {"dsr": dsr, "pbo": 0.4,
+                                                         "spa": {"p_agent_beats_all": 0.03}},
             "data_source": "synthetic:ar1:1200:1", "config": config(), "stopped": [], **extra}
 
 
@@ -71,7 +72,8 @@ def test_one_row_per_run_with_the_summary_figures(runs):
     done = rows["b-done"]
     assert done == {**done, "status": "done", "data": "synthetic:ar1:1200:1", "preset": "smoke",
                     "epochs": 3, "folds": 2, "agent": 1.2, "buy_and_hold": 0.5, "random": -0.2,
-                    "vol_target": 0.6, "ridge": 0.1, "dsr": 0.97, "pbo": 0.4, "skill": True,
+                    "vol_target": 0.6, "ridge": 0.1, "dsr": 0.97, "pbo": 0.4, "spa": 0.03,
+                    "skill": True,
                     "note": None}
     other = rows["a-default"]
     assert (other["preset"], other["epochs"], other["folds"]) == ("default*", 5, 3)

@@ -106,6 +106,10 @@ def make_fake_run(run_dir: Path, n_folds: int = 3, n_epochs: int = 4, seed: int 
         "data_sha256": "ab" * 32, "data_source": "embedded:sp500", "n_bars": n_bars,
         "periods_per_year": 252.0, "feature_names": MARKET, "device": "cpu: cpu (1 device)"}
     if not legacy:
+        summary["headline"]["spa"] = {"agent_beats": {"buy_and_hold": 0.971, "flat": 0.046},
+                                      "p_agent_beats_all": 0.971,
+                                      "p_some_baseline_beats_agent": 0.012, "block_bars": 48,
+                                      "reps": 1000}
         summary.update(stitched_random=_metrics(rng) | {"sharpe": -0.031},
                        stitched_random_test_sharpe_band=[-0.512, 0.468],
                        stitched_oracle_test_sharpe=3.5)
@@ -135,7 +139,9 @@ def test_report_embeds_every_plot_and_the_headline(report):
                 "random (mean over seeds)", "× equity per year", "Worst 5 drawdowns",
                 "2012-05-17 to 2014-07-05, bars [2691, 3471)", "<th>vol target</th>",
                 "<th>oracle</th>", "+0.010 ± 0.500", "Costs paid, summed over bars",
-                "<th>Dec</th>", "beta to buy &amp; hold", "excess kurtosis"):
+                "<th>Dec</th>", "beta to buy &amp; hold", "excess kurtosis",
+                "every baseline</i> <b>0.971</b> (each: buy and hold 0.971, flat 0.046)",
+                "some baseline beats the agent</i> <b>0.012</b>"):
         assert key in html, key
     for anchor in SECTION_IDS:
         assert f'<h2 id="{anchor}">' in html, anchor
@@ -181,6 +187,7 @@ def test_an_older_run_renders_with_notes(tmp_path):
                 "random (seed 0)", "from seed 0 only", "Worst 5 drawdowns", "Dec"):
         assert key in html, key
     assert "oracle" not in html and "random (mean over seeds)" not in html
+    assert "No SPA test in this run's summary (older run)." in html
     # returns files without dates: bar numbers instead, and no calendar
     path = run / "fold_0" / "test_returns.npz"
     with np.load(path) as z:
@@ -224,6 +231,8 @@ def test_print_table_still_works(tmp_path):
     print_table(summary, Console(file=buf, width=120))
     out = buf.getvalue()
     assert "stitched" in out and "+0.420" in out and "undefined (not every fold is > 0)" in out
+    assert "SPA p (Hansen, Sharpe ratios): 0.971 for 'the agent beats every baseline', 0.012" \
+        in " ".join(out.split())
 
 
 def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
