@@ -5,7 +5,7 @@
 One row per run directory directly under RUNS_DIR (default runs/): its status, when it finished,
 data, preset, epochs and folds, the stitched test Sharpe of the agent and of the baselines
 (buy-and-hold, the random policy's mean over seeds, volatility targeting, ridge, gbm), DSR, PBO,
-the SPA p for "the agent beats every baseline" and whether the DSR shows skill. Interrupted
+the SPA p for "the agent beats every baseline" and whether they show skill. Interrupted
 runs are listed as incomplete, unreadable summaries as corrupt. Exit codes: 0 done, 2 bad input
 (RUNS_DIR or option).
 """
@@ -18,7 +18,8 @@ import sys
 
 from rl_trader.cli.options import Parser
 from rl_trader.errors import InputError
-from rl_trader.report.runs_table import SKILL_DSR, SORT_KEYS, format_table, run_rows, sort_rows
+from rl_trader.evaluation.verdict import SKILL_P, SKILL_PROB
+from rl_trader.report.runs_table import SORT_KEYS, format_table, run_rows, sort_rows
 
 PROG = "rl-trader runs"  # in help and errors
 
@@ -28,7 +29,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "List the runs under RUNS_DIR, one row each, sorted by time: status, data, preset, "
         "epochs, folds, stitched test Sharpe of the agent and the baselines, DSR, PBO, the SPA "
         "p for 'the agent beats every baseline', and "
-        f"skill (DSR >= {SKILL_DSR})."))
+        f"skill (DSR >= {SKILL_PROB} and SPA p < {SKILL_P})."))
     p.add_argument("runs_dir", nargs="?", default="runs", metavar="RUNS_DIR",
                    help="directory holding run directories (default: runs)")
     p.add_argument("--sort", default="time", choices=SORT_KEYS, metavar="KEY",

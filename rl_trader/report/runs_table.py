@@ -1,12 +1,13 @@
 """The runs under a directory side by side: one row per run, read from its `summary.json`.
 
 Nothing is recomputed: the Sharpes (annualised, stitched over the test blocks), the DSR, the
-PBO and the SPA p (`headline.spa.p_agent_beats_all`) are the run's own; `skill` says whether
-the DSR reaches `SKILL_DSR`. A directory with a `summary.json` is a run: `done`, `stopped` (the
-NaN guard stopped a fold), `backtest` or `sweep` (those commands' output). One without it but
-with a `config.json` or a `resume/` state is `incomplete` (interrupted, or still running); one
-whose `summary.json` cannot be read is `corrupt`, with the reason in `note`. Anything else is
-skipped. `time` is when `summary.json` was written (an incomplete run: its last saved epoch).
+PBO and the SPA p (`headline.spa.p_agent_beats_all`) are the run's own; `skill` is the run's
+verdict (`evaluation.verdict.skill_verdict`: the DSR reaches 0.95 and the SPA p is below
+0.05). A directory with a `summary.json` is a run: `done`, `stopped` (the NaN guard stopped a
+fold), `backtest` or `sweep` (those commands' output). One without it but with a `config.json`
+or a `resume/` state is `incomplete` (interrupted, or still running); one whose `summary.json`
+cannot be read is `corrupt`, with the reason in `note`. Anything else is skipped. `time` is
+when `summary.json` was written (an incomplete run: its last saved epoch).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 
 from rl_trader.config import PRESETS, preset
 from rl_trader.errors import InputError
+from rl_trader.evaluation.verdict import skill_verdict
 
-SKILL_DSR = 0.95  # the headline shows skill when the deflated Sharpe ratio reaches this
 EMBEDDED = "embedded:sp500"  # the data source of a run on the embedded data (data.loader's name)
 COLUMNS = ("run", "status", "time", "data", "preset", "epochs", "folds", "agent",
            "buy_and_hold", "random", "vol_target", "ridge", "gbm", "dsr", "pbo", "spa", "skill",
@@ -113,7 +114,7 @@ def _finished_row(d: Path) -> dict[str, Any]:
             gbm=_number(_at(s, "stitched", "gbm", "sharpe"), "stitched.gbm.sharpe"),
             dsr=dsr, pbo=_number(_at(head, "pbo"), "headline.pbo"),
             spa=_number(_at(head, "spa", "p_agent_beats_all"), "headline.spa.p_agent_beats_all"),
-            skill=None if dsr is None else dsr >= SKILL_DSR,
+            skill=skill_verdict(head)[0] if isinstance(head, dict) else None,
             note="; ".join(_strings(s.get("stopped"), "stopped")) or None)
     except json.JSONDecodeError as err:
         why = f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}"

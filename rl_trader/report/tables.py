@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
+from rl_trader.evaluation.verdict import skill_verdict
 from rl_trader.report.html import note, num, table
 
 STRATEGIES = ("agent", "buy_and_hold", "flat", "momentum_20", "random")
@@ -22,8 +23,8 @@ def fid(f: dict, k: int) -> int:
 
 
 def headline(s: dict) -> str:
-    """The headline box: stitched Sharpe, PSR/DSR/PBO, the SPA, geometric mean, random policy,
-    oracle."""
+    """The headline box: stitched Sharpe, the verdict on skill, PSR/DSR/PBO, the SPA, geometric
+    mean, random policy, oracle."""
     h = s.get("headline") if isinstance(s.get("headline"), dict) else {}
     sharpe = h.get("stitched_test_sharpe", s.get("stitched_test_sharpe"))
     geo = h.get("geo_mean_test_sharpe", s.get("geo_mean_test_sharpe"))
@@ -32,6 +33,10 @@ def headline(s: dict) -> str:
              "</span></div>"]
     if h:
         n = h.get("n_trials")
+        skill, why = skill_verdict(h)
+        if skill is not None:
+            verdict, rest = why.split(" ", 1)
+            items.append(f"<li>Evidence of skill: <b>{verdict}</b> {escape(rest)}</li>")
         items += [
             f"<li>PSR (probability the true Sharpe &gt; 0): <b>{num(h.get('psr'), '.3f')}</b></li>",
             f"<li>DSR over all {escape(num(n, 'd'))} trials (deflated for selection): "

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rl_trader.errors import InputError
+from rl_trader.evaluation.verdict import skill_verdict
 from rl_trader.report.html import heading, img, note, num, table
 from rl_trader.report.tables import (
     METRICS,
@@ -64,6 +65,9 @@ def print_table(summary: dict, console: Console | None = None) -> None:
                 "'the agent beats every baseline', "
                 f"{num(spa.get('p_some_baseline_beats_agent'), '.3f')} for 'some baseline beats "
                 "the agent' (below 0.05: evidence)")
+        skill, why = skill_verdict(head)
+        if skill is not None:
+            console.print(f"evidence of skill: {why}")
 
 
 # ---------------------------------------------------------------- HTML report

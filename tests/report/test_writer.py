@@ -141,7 +141,8 @@ def test_report_embeds_every_plot_and_the_headline(report):
                 "<th>oracle</th>", "+0.010 ± 0.500", "Costs paid, summed over bars",
                 "<th>Dec</th>", "beta to buy &amp; hold", "excess kurtosis",
                 "every baseline</i> <b>0.971</b> (each: buy and hold 0.971, flat 0.046)",
-                "some baseline beats the agent</i> <b>0.012</b>"):
+                "some baseline beats the agent</i> <b>0.012</b>",
+                "Evidence of skill: <b>no</b> (DSR 0.120 &lt; 0.95"):
         assert key in html, key
     for anchor in SECTION_IDS:
         assert f'<h2 id="{anchor}">' in html, anchor
@@ -233,6 +234,7 @@ def test_print_table_still_works(tmp_path):
     assert "stitched" in out and "+0.420" in out and "undefined (not every fold is > 0)" in out
     assert "SPA p (Hansen, Sharpe ratios): 0.971 for 'the agent beats every baseline', 0.012" \
         in " ".join(out.split())
+    assert "evidence of skill: no (DSR 0.120 < 0.95" in " ".join(out.split())
 
 
 def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
