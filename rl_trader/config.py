@@ -244,7 +244,7 @@ class AgentConfig:
                self.weight_decay_on)
 
 
-EVAL_PARAMS = ("online", "target")
+EVAL_PARAMS = ("online", "target", "average")
 
 
 # The gbm baseline's candidate boosting iterations (`gbm.fit_gbm`), up to
@@ -265,8 +265,9 @@ class TrainConfig:
     seeds: int = option(4, "seeds per fold (and setting), trained together; their ensemble "
                         "(mean greedy position) is the fold's policy; the default preset "
                         "trains 1 on a CPU unless this is given")
-    eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
-                              "params", choices=EVAL_PARAMS)
+    eval_params: str = option("online", "greedy policy from the online params, the target "
+                              "(EMA) params, or the online params averaged over the epochs so "
+                              "far (their mean at each epoch's end)", choices=EVAL_PARAMS)
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
@@ -283,7 +284,7 @@ class TrainConfig:
         _check(self.updates_per_step >= 1, "--updates-per-step", ">= 1", self.updates_per_step)
         _check(self.prefill_steps >= 1, "--prefill-steps", ">= 1", self.prefill_steps)
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
-        _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online or target",
+        _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online, target or average",
                self.eval_params)
         _check(self.gbm_iterations in GBM_ITERATIONS, "--gbm-iterations",
                f"one of {', '.join(map(str, GBM_ITERATIONS))}", self.gbm_iterations)
