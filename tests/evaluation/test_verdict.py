@@ -17,3 +17,4 @@ def test_the_verdict_on_skill_needs_the_dsr_and_the_spa():
     assert skill_verdict({"dsr": None, "psr": 0.99, **beats})[1].startswith("yes (PSR 0.990")
     assert skill_verdict({"dsr": 0.99, "spa": None}) == (True, "yes (DSR 0.990 ≥ 0.95)")
     assert skill_verdict({})[0] is None
+    assert skill_verdict({"dsr": "x", "psr": True})[0] is None  # not numbers: absent
