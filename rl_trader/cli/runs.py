@@ -29,7 +29,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "List the runs under RUNS_DIR, one row each, sorted by time: status, data, preset, "
         "epochs, folds, stitched test Sharpe of the agent and the baselines, DSR, PBO, the SPA "
         "p for 'the agent beats every baseline', and "
-        f"skill (DSR >= {SKILL_PROB} and SPA p < {SKILL_P})."))
+        f"skill (DSR, a backtest's PSR, >= {SKILL_PROB} and SPA p < {SKILL_P})."))
     p.add_argument("runs_dir", nargs="?", default="runs", metavar="RUNS_DIR",
                    help="directory holding run directories (default: runs)")
     p.add_argument("--sort", default="time", choices=SORT_KEYS, metavar="KEY",

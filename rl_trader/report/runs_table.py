@@ -2,12 +2,12 @@
 
 Nothing is recomputed: the Sharpes (annualised, stitched over the test blocks), the DSR, the
 PBO and the SPA p (`headline.spa.p_agent_beats_all`) are the run's own; `skill` is the run's
-verdict (`evaluation.verdict.skill_verdict`: the DSR reaches 0.95 and the SPA p is below
-0.05). A directory with a `summary.json` is a run: `done`, `stopped` (the NaN guard stopped a
-fold), `backtest` or `sweep` (those commands' output). One without it but with a `config.json`
-or a `resume/` state is `incomplete` (interrupted, or still running); one whose `summary.json`
-cannot be read is `corrupt`, with the reason in `note`. Anything else is skipped. `time` is
-when `summary.json` was written (an incomplete run: its last saved epoch).
+verdict (`evaluation.verdict.skill_verdict`: the DSR, a backtest's PSR, reaches 0.95 and the
+SPA p is below 0.05). A directory with a `summary.json` is a run: `done`, `stopped` (the NaN
+guard stopped a fold), `backtest` or `sweep` (those commands' output). One without it but with
+a `config.json` or a `resume/` state is `incomplete` (interrupted, or still running); one whose
+`summary.json` cannot be read is `corrupt`, with the reason in `note`. Anything else is
+skipped. `time` is when `summary.json` was written (an incomplete run: its last saved epoch).
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ def headline(s: dict) -> str:
         n = h.get("n_trials")
         skill, why = skill_verdict(h)
         if skill is not None:
-            verdict, rest = why.split(" ", 1)
-            items.append(f"<li>Evidence of skill: <b>{verdict}</b> {escape(rest)}</li>")
+            items.append(f"<li>Evidence of skill: <b>{'yes' if skill else 'no'}</b> "
+                         f"({escape(why)})</li>")
         items += [
             f"<li>PSR (probability the true Sharpe &gt; 0): <b>{num(h.get('psr'), '.3f')}</b></li>",
             f"<li>DSR over all {escape(num(n, 'd'))} trials (deflated for selection): "

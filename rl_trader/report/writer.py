@@ -67,7 +67,7 @@ def print_table(summary: dict, console: Console | None = None) -> None:
                 "the agent' (below 0.05: evidence)")
         skill, why = skill_verdict(head)
         if skill is not None:
-            console.print(f"evidence of skill: {why}")
+            console.print(f"evidence of skill: {'yes' if skill else 'no'} ({why})")
 
 
 # ---------------------------------------------------------------- HTML report

@@ -59,7 +59,7 @@ class Runner:
     envs: env.EnvState  # leaves [N]
     replay: replay.Replay
     key: jax.Array
-    env_steps: jax.Array  # int32: env steps taken per env since init (drives ε)
+    env_steps: jax.Array  # int32: env steps per env since the prefill (drives ε, counts epochs)
 
 
 @struct.dataclass

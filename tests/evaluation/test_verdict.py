@@ -1,20 +1,29 @@
 """rl_trader.evaluation.verdict: the plain verdict on skill."""
 
+import numpy as np
+
 from rl_trader.evaluation.verdict import skill_verdict
 
 
 def test_the_verdict_on_skill_needs_the_dsr_and_the_spa():
-    """Skill is a DSR of 0.95 or more (the PSR where nothing was selected) and, where the SPA
-    was computed, its p for 'the agent beats every baseline' below 0.05; the sentence says
-    which figure failed."""
+    """Skill is a DSR of 0.95 or more (the PSR where nothing was selected) and the SPA p for
+    'the agent beats every baseline' below 0.05; the reason names what failed or is missing."""
     beats = {"spa": {"p_agent_beats_all": 0.01}}
-    assert skill_verdict({"dsr": 0.97, **beats}) == (True, "yes (DSR 0.970 ≥ 0.95; SPA p "
-                                                           "0.010 < 0.05)")
+    assert skill_verdict({"dsr": 0.97, **beats}) == (True, "DSR 0.970 ≥ 0.95; SPA p 0.010 < 0.05")
     skill, why = skill_verdict({"dsr": 0.002, "spa": {"p_agent_beats_all": 1.0}})
-    assert not skill and why.startswith("no (DSR 0.002 < 0.95: the Sharpe is not clearly")
-    assert "SPA p 1.000 ≥ 0.05: it does not beat every baseline" in why
+    assert not skill and why.startswith("DSR 0.002 < 0.95: the Sharpe is not clearly")
+    assert "SPA p 1.000 ≥ 0.05: it is not shown to beat every baseline" in why
     assert skill_verdict({"dsr": 0.97, "spa": {"p_agent_beats_all": 0.2}})[0] is False
-    assert skill_verdict({"dsr": None, "psr": 0.99, **beats})[1].startswith("yes (PSR 0.990")
-    assert skill_verdict({"dsr": 0.99, "spa": None}) == (True, "yes (DSR 0.990 ≥ 0.95)")
+    assert skill_verdict({"dsr": None, "psr": 0.99, **beats}) == (
+        True, "PSR 0.990 ≥ 0.95; SPA p 0.010 < 0.05")  # a backtest: nothing selected
+    assert skill_verdict({"dsr": 0.99, "spa": None}) == (
+        True, "DSR 0.990 ≥ 0.95; no SPA test in this summary")  # too few bars, or older
+    assert skill_verdict({"dsr": 0.9496, **beats})[1].startswith("DSR 0.949600 < 0.95")
+
+
+def test_values_that_are_not_finite_numbers_count_as_absent():
     assert skill_verdict({})[0] is None
-    assert skill_verdict({"dsr": "x", "psr": True})[0] is None  # not numbers: absent
+    assert skill_verdict({"dsr": "x", "psr": True})[0] is None
+    assert skill_verdict({"dsr": float("nan"), "psr": np.float32(0.2)}) == (
+        False, "PSR 0.200 < 0.95: the Sharpe is not clearly above 0; no SPA test in this "
+               "summary")

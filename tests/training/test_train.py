@@ -143,7 +143,6 @@ def test_acting_from_params_averaged_over_the_epochs(setup):
     assert len(jax.tree.leaves(acting)) == len(jax.tree.leaves(runner.learner.params))
 
 
-
 def test_backup_all_trains_with_finite_metrics(setup):
     """`--backup all` end to end (init, two epochs); from every stored pre-step state the
     counterfactual step of the action taken reproduces the stored reward and next features."""
