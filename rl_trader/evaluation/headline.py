@@ -17,6 +17,7 @@ import numpy as np
 
 from rl_trader.evaluation.metrics import geometric_mean_positive, sharpe, unit_volatility
 from rl_trader.evaluation.stats import (
+    SPA_MIN_PERIODS,
     annualise_sharpe,
     deannualise_sharpe,
     deflated_sharpe_ratio,
@@ -30,7 +31,6 @@ from rl_trader.evaluation.stats import (
 
 PBO_SPLITS = 16
 SPA_REPS = 1000  # stationary-bootstrap resamples: p-values to ±0.016 (1 s.e. at p = 0.5)
-SPA_MIN_BARS = 8  # fewer test bars: no SPA (None)
 
 
 def superior_ability(agent: np.ndarray, baselines: dict[str, np.ndarray],
@@ -49,11 +49,11 @@ def superior_ability(agent: np.ndarray, baselines: dict[str, np.ndarray],
       (benchmark: the agent; models: every baseline at once, Hansen's test over all of them);
       a small p is evidence that some baseline beats the agent.
 
-    Every test uses the same resamples (`seed`). None with fewer than `SPA_MIN_BARS` bars or
-    no baseline."""
+    Every test uses the same resamples (`seed`). None with fewer than
+    `stats.SPA_MIN_PERIODS` bars or no baseline."""
     names = list(baselines)
     a = unit_volatility(agent)
-    if a.size < SPA_MIN_BARS or not names:
+    if a.size < SPA_MIN_PERIODS or not names:
         return None
     base = np.stack([unit_volatility(baselines[k]) for k in names], axis=1)
     block = int(math.sqrt(a.size))

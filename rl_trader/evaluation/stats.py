@@ -220,6 +220,9 @@ def pbo_cscv(perf, n_splits: int = 16) -> float:
     return pbo_cscv_detail(perf, n_splits)[0]
 
 
+SPA_MIN_PERIODS = 8  # `spa_test` refuses fewer returns
+
+
 def stationary_bootstrap_means(x: np.ndarray, reps: int, block: float,
                                rng: np.random.Generator) -> np.ndarray:
     """The means of each column of `x` [n, K] over `reps` stationary-bootstrap resamples of its
@@ -299,14 +302,15 @@ def spa_test(benchmark: np.ndarray, models: np.ndarray, reps: int = 1000,
     (p = 0: the model beats the benchmark on every bar by the same amount), nothing otherwise.
     Deterministic in `seed`; `means` [reps, 1 + K], the resampled means of [benchmark, models]
     (`stationary_bootstrap_means`, drawn once for several tests), replaces `reps` and `seed`.
-    ValueError for n < 8, a shape mismatch or non-finite values.
+    ValueError for n < `SPA_MIN_PERIODS`, a shape mismatch or non-finite values.
     """
     b = np.asarray(benchmark, dtype=np.float64).reshape(-1)
     m = np.asarray(models, dtype=np.float64)
     m = m.reshape(-1, 1) if m.ndim == 1 else m
     n = b.size
-    if m.ndim != 2 or m.shape[0] != n or m.shape[1] < 1 or n < 8:
-        raise ValueError(f"spa_test: benchmark [n] and models [n, K] with n >= 8, got {b.shape}"
+    if m.ndim != 2 or m.shape[0] != n or m.shape[1] < 1 or n < SPA_MIN_PERIODS:
+        raise ValueError(f"spa_test: benchmark [n] and models [n, K] with n >= {SPA_MIN_PERIODS}"
+                         f", got {b.shape}"
                          f" and {np.shape(models)}")
     if not (np.all(np.isfinite(b)) and np.all(np.isfinite(m))):
         raise ValueError("spa_test: returns contain NaN or inf")
