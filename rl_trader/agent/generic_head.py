@@ -269,6 +269,7 @@ def make(cfg: RunConfig) -> Head:
     return Head(network=net,
                 explore=lambda key, out, position, scale, eps: epsilon_greedy(key, out, eps),
                 update=learn,
+                acting=lambda params, fold: (params, jnp.float32(1.0)),
                 greedy=lambda out, position, scale: greedy(out, cfg),
                 describe=describe,
                 labels={"q_direction": ("short", "flat", "long"),

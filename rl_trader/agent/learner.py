@@ -267,6 +267,10 @@ class Head(NamedTuple):
     explore: Callable[..., tuple[jax.Array, jax.Array]]
     # (state, sample: replay.NStep, obs_tm1 [B], y_tm1 [B], fold, hp) -> one gradient step
     update: Callable[..., tuple[TrainState, LossInfo]]
+    # (params, fold) -> the params one agent's greedy policy acts from (`policy_params`
+    # rewritten by the head, e.g. its forecast shrunk on validation) and the forecast's
+    # weight w (1: used as learnt)
+    acting: Callable[..., tuple[chex.ArrayTree, jax.Array]]
     # (out [S], position, scale) -> an ensemble's target fraction and its Q (reward units)
     greedy: Callable[..., tuple[jax.Array, jax.Array]]
     # (out [S], position, scale) -> each member's chosen `fraction` [S] and Q-values by name
