@@ -4,7 +4,9 @@
 #   experiments/real_instruments.sh OUT "SEEDS" NAME="OPTIONS" [NAME="OPTIONS" ...]
 # e.g. experiments/real_instruments.sh out "0 1 2" default="" shrink="--forecast-shrink validation"
 # Runs go to OUT/NAME/INSTRUMENT-seed<s> (INSTRUMENT: sp500, the embedded default data, or a
-# `--data` name), logs beside them; every run's stitched Sharpes are printed at the end.
+# `--data` name), logs beside them; every run's stitched Sharpes are printed at the end, and a
+# run that failed is named (exit status 1). Run from the repository root with a PYTHON that
+# has the package's dependencies (default python3).
 # INSTRUMENTS overrides the list. `nasdaq` needs the `arch` package and `stock:*`
 # `bokeh-sampledata` (rl_trader.data.instruments says which is missing); on a GPU set
 # XLA_PYTHON_CLIENT_PREALLOCATE=false so the processes share its memory.
@@ -13,7 +15,9 @@ out=$1 seeds=$2
 shift 2
 PY=${PYTHON:-python3}
 instruments=${INSTRUMENTS:-"sp500 nasdaq stock:AAPL stock:IBM stock:MSFT stock:GOOG"}
+pids=() dirs=()
 for spec in "$@"; do
+  [[ $spec == *=* ]] || { echo "expected NAME=\"OPTIONS\", got '$spec'" >&2; exit 2; }
   name=${spec%%=*} opts=${spec#*=}
   mkdir -p "$out/$name"
   for inst in $instruments; do
@@ -22,22 +26,31 @@ for spec in "$@"; do
     for s in $seeds; do
       dir="$out/$name/${inst/:/-}-seed$s"
       # shellcheck disable=SC2086  # options are words
-      $PY -m rl_trader.cli.train --folds 3 "${data[@]}" --seed "$s" --no-report \
+      $PY -m rl_trader.cli.train --folds 3 ${data[@]+"${data[@]}"} --seed "$s" --no-report \
         --run-dir "$dir" $opts > "$dir.log" 2>&1 &
+      pids+=($!) dirs+=("$dir")
     done
   done
 done
-wait
-$PY - "$out" <<'PYEOF'
+failed=0
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || { echo "FAILED: ${dirs[$i]} (see ${dirs[$i]}.log)"; failed=1; }
+done
+$PY - "${dirs[@]}" <<'PYEOF'
 import json, sys
 from pathlib import Path
-for summary in sorted(Path(sys.argv[1]).glob("*/*/summary.json")):
-    s = json.loads(summary.read_text())
+for run in map(Path, sys.argv[1:]):
+    summary = run / "summary.json"
+    s = json.loads(summary.read_text()) if summary.is_file() else {}
+    if not s.get("stitched"):
+        print(f"{run.parent.name:10s} {run.name:20s} no stitched test figures")
+        continue
     sharpe = {name: perf["sharpe"] for name, perf in s["stitched"].items()}
     spa = s["headline"]["spa"] or {}
-    print(f"{summary.parent.parent.name:10s} {summary.parent.name:20s} agent "
+    print(f"{run.parent.name:10s} {run.name:20s} agent "
           f"{sharpe['agent']:+.2f}  buy & hold {sharpe['buy_and_hold']:+.2f}  vol_target "
           f"{sharpe['vol_target']:+.2f}  DSR {s['headline']['dsr']:.3f}  SPA p "
           f"{spa.get('p_agent_beats_all', float('nan')):.2f} / "
           f"{spa.get('p_some_baseline_beats_agent', float('nan')):.2f}")
 PYEOF
+exit $failed

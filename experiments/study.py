@@ -78,8 +78,8 @@ def study_rows(run_dir: Path, cuts: list[int], ppy: float) -> list[dict]:
         row["ridge"] = None if ridge is None else halves_sharpe(ridge[fold][None], ppy)
         first = [] if epochs is None else epochs.get(int(fold), [])[:max(cuts)]
         ics = [e.get("forecast_ic") for e in first]
-        row["ic"] = (None if not ics or ics[0] is None else float(ics[best_of(
-            range(len(first)), [e["val_sharpe"] for e in first])]))  # the run's own rule
+        ic = ics[best_of(range(len(first)), [e["val_sharpe"] for e in first])] if ics else None
+        row["ic"] = None if ic is None else float(ic)  # at the epoch the run's own rule chose
         row["ridge_ic"] = None if ridge_ic is None else float(ridge_ic[fold])
         rows.append(row)
     return rows

@@ -233,23 +233,26 @@ MOMENTS = "moments"  # the Dense head of `ModelQNetwork` whose output 0 is μ̂
 
 def shrink_weight(mu_val: jax.Array, y_val: jax.Array, mask: jax.Array) -> jax.Array:
     """The forecast's weight w ∈ [0, 1] from its skill on the validation decisions: the bars
-    where `mask` [V] holds, each forecast μ̂ [V] of its realised target y [V]. With β̂ the
-    least-squares slope of y on μ̂ there and t = β̂ / se(β̂) (n − 2 degrees of freedom),
+    where `mask` [V] holds, each forecast μ̂ [V] of its realised target y [V] (other bars are
+    never used, whatever their values). With β̂ the least-squares slope of y on μ̂ there and
+    t = β̂ / se(β̂) (n − 2 degrees of freedom),
 
         w = clip(β̂ · max(0, 1 − 1/t²), 0, 1),
 
-    the slope shrunk towards 0 by its own noise (the positive-part James–Stein factor); 0 for
+    the slope times the plug-in estimate of its MSE-optimal shrink factor β²/(β² + se²); 0 for
     a constant forecast or fewer than three bars."""
     chex.assert_equal_shape([mu_val, y_val, mask])
-    m = mask.astype(jnp.float32)
-    n = m.sum()
-    x_bar, y_bar = (m * mu_val).sum() / n, (m * y_val).sum() / n
-    dx, dy = m * (mu_val - x_bar), m * (y_val - y_bar)
+    n = mask.sum().astype(jnp.float32)
+    x = jnp.where(mask, mu_val, 0.0)
+    y = jnp.where(mask, y_val, 0.0)
+    x_bar, y_bar = x.sum() / n, y.sum() / n
+    dx, dy = jnp.where(mask, x - x_bar, 0.0), jnp.where(mask, y - y_bar, 0.0)
     sxx, sxy, syy = (dx * dx).sum(), (dx * dy).sum(), (dy * dy).sum()
     ok = (sxx > 0) & (n > 2)
-    beta = jnp.where(ok, sxy / jnp.where(ok, sxx, 1.0), 0.0)
+    sxx_ = jnp.where(ok, sxx, 1.0)
+    beta = jnp.where(ok, sxy / sxx_, 0.0)
     resid = jnp.maximum(syy - beta * sxy, 0.0) / jnp.maximum(n - 2.0, 1.0)
-    t2 = beta**2 * sxx / jnp.maximum(resid, 1e-30)
+    t2 = sxy**2 / (sxx_ * jnp.maximum(resid, 1e-30))  # = β̂² / se²
     w = beta * jnp.maximum(0.0, 1.0 - 1.0 / jnp.maximum(t2, 1e-30))
     return jnp.where(ok, jnp.clip(w, 0.0, 1.0), 0.0)
 
@@ -272,13 +275,14 @@ def validation_shrink(apply_fn, params: dict, fold: FoldData,
     μ̂ on every bar (it reads the market alone, so the portfolio is left flat) shrunk by
     `shrink_weight` on the validation decisions (bars val₀ − 1 … val₁ − 2, each forecasting
     `aux_target`, the next bar's return) towards μ̄, its mean over the train bars
-    [train₀, train₁ − 1) (`shrink_forecast`). Test bars are never read."""
+    [train₀, train₁ − 1) (`shrink_forecast`). μ̂ is computed on every bar of the (padded)
+    arrays, but no bar from val₁ on is used."""
     bars = jnp.arange(fold.aux_target.shape[0])
     flat = jnp.zeros((bars.shape[0], len(env.PORTFOLIO_NAMES)), jnp.float32)
     mu = apply_fn(params, observe_batch(fold, bars, flat, cfg.features)).aux
     train = (bars >= fold.train[0]) & (bars < fold.train[1] - 1)
     val = (bars >= fold.val[0] - 1) & (bars <= fold.val[1] - 2)
-    centre = jnp.sum(jnp.where(train, mu, 0.0)) / jnp.maximum(train.sum(), 1)
+    centre = jnp.where(train, mu, 0.0).sum() / jnp.maximum(train.sum(), 1)
     weight = shrink_weight(mu, fold.aux_target, val)
     return shrink_forecast(params, weight, centre), weight
 

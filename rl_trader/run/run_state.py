@@ -35,8 +35,10 @@ class Diagnostics:
     positions: the greedy (ensemble-mean) position at every validation bar, from which the
     churn (fraction of bars whose position changed since the last epoch) and the magnitude
     distribution are derived.
-    forecast_ic: on validation, the correlation of the aux head's forecast (ensemble mean) with
-    the next-bar return it predicts (`forecast_ic`), the forecast's information coefficient.
+    forecast_ic: on validation, the correlation of the aux head's forecast (ensemble mean, as the
+    policy acts from it: shrunk under `--forecast-shrink`) with the next-bar return it
+    predicts (`forecast_ic`), the forecast's information coefficient; None in the summary when
+    that forecast is constant (every member's weight 0).
     forecast_weight: the weight w the policy gives the forecast, the members' mean (1: as
     learnt; below 1 under `--forecast-shrink validation`, `model_head.shrink_weight`).
     """
@@ -192,6 +194,11 @@ def fold_records(prep: Prepared, c: Cohort, records: Records, progress: Progress
     return history, trials, val_matrix
 
 
+def finite_or_none(x: float) -> float | None:
+    """x as a float, or None (JSON null) when it is NaN or infinite."""
+    return float(x) if np.isfinite(x) else None
+
+
 def diagnostics_of(d: Diagnostics, epoch: int, g: int) -> dict:
     """Ensemble g's diagnostics at `epoch` as JSON-ready numbers (churn None at epoch 0)."""
     churn = (None if epoch == 0 else
@@ -200,5 +207,5 @@ def diagnostics_of(d: Diagnostics, epoch: int, g: int) -> dict:
             "q_greedy": float(d.q_greedy[epoch, g]), "realised_return": float(d.realised[epoch, g]),
             "overestimation": float(d.q_greedy[epoch, g] - d.realised[epoch, g]),
             "churn": churn, "magnitude_fractions": magnitude_fractions(d.positions[epoch, g]),
-            "forecast_ic": float(d.forecast_ic[epoch, g]),
+            "forecast_ic": finite_or_none(d.forecast_ic[epoch, g]),
             "forecast_weight": float(d.forecast_weight[epoch, g])}

@@ -5,8 +5,10 @@ import pytest
 
 from rl_trader.errors import InputError
 from rl_trader.run.run_state import (
+    Diagnostics,
     check_resumable,
     diagnostics_fields,
+    diagnostics_of,
     discounted_returns,
     forecast_ic,
     horizon,
@@ -24,6 +26,17 @@ def test_forecast_ic_is_the_pearson_correlation_and_nan_without_a_forecast():
     np.testing.assert_allclose(forecast_ic(f, y), want, rtol=1e-12)
     assert forecast_ic(-f, y) == -forecast_ic(f, y)
     assert np.isnan(forecast_ic(np.zeros(500), y))  # a baseline's zero forecast
+
+
+def test_an_undefined_forecast_ic_is_null_in_the_summary():
+    """A constant forecast (every member's weight 0 under --forecast-shrink) has no IC: the
+    epoch's record says None (JSON null, never NaN); the weight is reported as it is."""
+    d = Diagnostics.zeros(2, 1, 4)
+    d.forecast_ic[0, 0], d.forecast_ic[1, 0] = np.nan, 0.25
+    d.forecast_weight[:, 0] = (0.0, 0.5)
+    first, second = diagnostics_of(d, 0, 0), diagnostics_of(d, 1, 0)
+    assert first["forecast_ic"] is None and first["forecast_weight"] == 0.0
+    assert second["forecast_ic"] == 0.25 and second["forecast_weight"] == 0.5
 
 
 def test_discounted_returns_and_horizon_by_hand():
