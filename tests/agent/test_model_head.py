@@ -201,8 +201,9 @@ def test_shrink_forecast_rewrites_only_the_forecast():
     net = ModelQNetwork(NetConfig(hidden=4, trunk=8, context=4, q_head="model"), 2)
     obs: Obs = make_obs(3, (7,))
     params = init_params(net, obs, seed=4)
-    before = net.apply(params, obs)
-    after = net.apply(shrink_forecast(params, jnp.float32(0.25), jnp.float32(0.8)), obs)
+    apply = jax.jit(net.apply)  # one program for both params
+    before = apply(params, obs)
+    after = apply(shrink_forecast(params, jnp.float32(0.25), jnp.float32(0.8)), obs)
     np.testing.assert_allclose(after.aux, 0.25 * before.aux + 0.75 * 0.8, rtol=1e-5, atol=1e-6)
     for name in ("second_moment", "w_direction", "w_magnitude", "market_weights"):
         np.testing.assert_array_equal(getattr(after, name), getattr(before, name))

@@ -134,8 +134,8 @@ def test_validation_shrink_reads_train_and_validation_bars_only(setup):
     shrunk, w = shrink(params, fold)
     bars = np.arange(fold.aux_target.shape[0])
     flat = jnp.zeros((len(bars), 5), jnp.float32)
-    mu = np.asarray(trainer.network.apply(params, observe_batch(fold, bars, flat,
-                                                                CFG.features)).aux, np.float64)
+    forecast = jax.jit(lambda p, o: trainer.network.apply(p, o).aux)
+    mu = np.asarray(forecast(params, observe_batch(fold, bars, flat, CFG.features)), np.float64)
     (t0, t1), (v0, v1) = np.asarray(fold.train), np.asarray(fold.val)
     y = np.asarray(fold.aux_target, np.float64)
     np.testing.assert_allclose(float(w), ols_weight(mu[v0 - 1:v1 - 1], y[v0 - 1:v1 - 1]),
