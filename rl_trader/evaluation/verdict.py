@@ -17,12 +17,12 @@ def skill_verdict(head: dict) -> tuple[bool | None, str]:
     baseline" is below `SKILL_P`; where no SPA was computed (an older run, too few bars) the
     DSR decides alone and the reason says so. (None, why) without a DSR or PSR. A value that
     is not a finite number counts as absent."""
-    dsr, psr = _number(head.get("dsr")), _number(head.get("psr"))
+    dsr, psr = finite_or_none(head.get("dsr")), finite_or_none(head.get("psr"))
     prob, name = (dsr, "DSR") if dsr is not None else (psr, "PSR")
     if prob is None:
         return None, "no DSR or PSR in this summary"
     spa = head.get("spa")
-    p = _number(spa.get("p_agent_beats_all")) if isinstance(spa, dict) else None
+    p = finite_or_none(spa.get("p_agent_beats_all")) if isinstance(spa, dict) else None
     lucky = prob < SKILL_PROB
     why = [f"{name} {_shown(prob, SKILL_PROB)} {'<' if lucky else '≥'} {SKILL_PROB}"
            + ("" if not lucky else
@@ -36,8 +36,8 @@ def skill_verdict(head: dict) -> tuple[bool | None, str]:
     return not lucky and (p is None or p < SKILL_P), "; ".join(why)
 
 
-def _number(x: object) -> float | None:
-    """`x` as a float when it is a finite real number (not a bool), else None."""
+def finite_or_none(x: object) -> float | None:
+    """`x` as a float when it is a finite real number (not a bool), else None (JSON null)."""
     ok = isinstance(x, Real) and not isinstance(x, bool) and math.isfinite(float(x))
     return float(x) if ok else None
 

@@ -16,6 +16,7 @@ from flax import struct
 from rl_trader.errors import InputError
 from rl_trader.evaluation.metrics import information_coefficient, sharpe_of
 from rl_trader.evaluation.selection import best_of
+from rl_trader.evaluation.verdict import finite_or_none
 from rl_trader.run.prepare import Prepared
 from rl_trader.training.population import Cohort
 from rl_trader.training.train import EpochMetrics, Runner
@@ -192,11 +193,6 @@ def fold_records(prep: Prepared, c: Cohort, records: Records, progress: Progress
                                **records.fold_means(epoch, c.members_of(k)),
                                **diagnostics_of(records.diagnostics, epoch, best)})
     return history, trials, val_matrix
-
-
-def finite_or_none(x: float) -> float | None:
-    """x as a float, or None (JSON null) when it is NaN or infinite."""
-    return float(x) if np.isfinite(x) else None
 
 
 def diagnostics_of(d: Diagnostics, epoch: int, g: int) -> dict:
