@@ -10,6 +10,8 @@ r_{t+1} exactly (less costs). The conditional mean known at the close of t is `s
     vol_regime: μ = drift > 0, σ_t = σ_calm or σ_turbulent by a hidden two-state Markov chain
                 (sticky p_stay): the edge is in sizing, not direction
     random_walk μ = 0                                          (no skill possible)
+    drift:      μ = drift > 0, σ_t by GARCH(1, 1) around σ (`GARCH`): no predictable mean, the
+                edge is holding the drift sized by the forecastable σ (an index-like market)
 
 Nonlinear markets, whose drift a linear forecast of the bar-t features sees little of (z_t =
 r_t / σ_t, the last return in units of its σ; `nonlinear_drift`):
@@ -29,7 +31,7 @@ and a persistent hidden drift to be traded at high costs:
 
     slow_drift:  as regime, with a smaller drift and longer regimes (p_stay 0.995)
 
-`signal[t] = E[r_{t+1} | bars ≤ t]` for ar1, vol_regime and random_walk; for regime it is the
+`signal[t] = E[r_{t+1} | bars ≤ t]` for ar1, vol_regime, drift and random_walk; for regime it is the
 true next drift (it knows the hidden state).
 
 The oracle's target position `oracle_position[t]` (a signed fraction of equity, decided at the
@@ -44,6 +46,9 @@ rule, so a policy that trades less, such as ridge, can beat it after costs):
     slow_drift:       the cost-aware oracle: the same filter's sign held with a band, long once
                       P(up) > ½ + band, short once P(up) < ½ − band, else the position it holds
                       (`hold_with_band`), so it trades only on strong evidence
+    drift:            clip(σ²/σ²_{t+1}, 0.25, 1): the Sharpe-optimal size ∝ μ/σ²_{t+1} (σ_{t+1}
+                      is known at the close of t), full at the long-run σ, within the env's
+                      smallest and largest magnitudes
     vol_regime:       1.0 when the filtered P(bar t+1 calm | r_≤t) > 1/2, else 0.25. The Sharpe
                       ratio of sizes w_s per state is maximised by w_s ∝ μ/σ_s² (calm :
                       turbulent = 1 : 0.09); 1.0 and 0.25 are the nearest the env's magnitudes
@@ -93,9 +98,10 @@ MARKETS = {
     "vol_sign": Spec("nonlinear", shape="vol_sign", phi=0.4),
     "interaction": Spec("nonlinear", shape="interaction", phi=0.6),
     "slow_drift": Spec("regime", drift=0.0015, p_stay=0.995, band=0.2),
+    "drift": Spec("drift", sigma=0.012, drift=0.0003),
 }
 NONLINEAR = tuple(name for name, spec in MARKETS.items() if spec.kind == "nonlinear")
-GARCH = (0.1, 0.85)  # vol_sign: (α, β); ω = σ²·(1 − α − β)
+GARCH = (0.1, 0.85)  # vol_sign and drift: (α, β); ω = σ²·(1 − α − β)
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,10 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
                                     spec.p_stay)
         position = (hold_with_band(calm_or_up, spec.band) if spec.band
                     else np.sign(2.0 * calm_or_up - 1.0))
+    elif spec.kind == "drift":
+        r, sigma, sigma_next = garch_drift(spec, eps)
+        signal[:] = spec.drift
+        position = hidden_position = np.clip(spec.sigma**2 / sigma_next**2, 0.25, 1.0)
     elif spec.kind == "nonlinear":
         surprise = rng.standard_normal(n_bars)  # the volume's, drawn before it is used
         r, signal, sigma = nonlinear_drift(spec, eps, surprise)
@@ -163,6 +173,20 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
                 close=close, volume=volume, source=f"synthetic:{name}", sha256=digest)
     return SyntheticMarket(bars=bars, signal=signal, oracle_position=position,
                            hidden_state_position=hidden_position, hidden_state=state)
+
+
+def garch_drift(spec: Spec, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(returns r, σ_t of each bar, σ_{t+1} known at the close of t) of the drift market:
+    r_t = μ + σ_t·ε_t, σ²_{t+1} = σ²·(1 − α − β) + α·(r_t − μ)² + β·σ²_t, σ_0 = σ (`GARCH`)."""
+    alpha, beta = GARCH
+    var = np.empty(len(eps) + 1)
+    var[0] = spec.sigma**2
+    r = np.empty(len(eps))
+    for t in range(len(eps)):  # a recursion over bars
+        r[t] = spec.drift + np.sqrt(var[t]) * eps[t]
+        var[t + 1] = (spec.sigma**2 * (1.0 - alpha - beta) + alpha * (r[t] - spec.drift) ** 2
+                      + beta * var[t])
+    return r, np.sqrt(var[:-1]), np.sqrt(var[1:])
 
 
 STEP_EDGE = float(np.sqrt(2.0 * np.log(2.0)))  # step: E[|z|; |z| < c] = ½·E|z| for z ~ N(0, 1)
