@@ -133,6 +133,12 @@ def policy_params(state: TrainState, which: str) -> chex.ArrayTree:
             "average": state.avg_params}[which]
 
 
+def as_learnt(params: chex.ArrayTree, fold: object) -> tuple[chex.ArrayTree, jax.Array]:
+    """`Head.acting` of a head that acts from its params as learnt: them, and weight 1."""
+    del fold
+    return params, jnp.float32(1.0)
+
+
 def huber(x: jax.Array, delta: float) -> jax.Array:
     """Huber loss: ½x² for |x| ≤ δ, δ(|x| − ½δ) beyond."""
     ax = jnp.abs(x)

@@ -44,6 +44,7 @@ from rl_trader.agent.learner import (
     TrainState,
     apply_loss,
     apply_positions,
+    as_learnt,
     full_action_backups,
     huber,
     position_actions,
@@ -307,12 +308,11 @@ def make(cfg: RunConfig) -> Head:
         return {"fraction": position_fractions(cfg.env)[jnp.argmax(q_pos, -1)],
                 "q_position": q_pos, "next_return_second_moment": out.second_moment * scale**2}
 
-    def acting(params: dict, fold: FoldData) -> tuple[dict, jax.Array]:
-        if cfg.train.forecast_shrink == "validation":
-            return validation_shrink(apply, params, fold, cfg)
-        return params, jnp.float32(1.0)
+    def shrunk(params: dict, fold: FoldData) -> tuple[dict, jax.Array]:
+        return validation_shrink(apply, params, fold, cfg)
 
-    return Head(network=net, explore=explore, update=learn, acting=acting,
+    return Head(network=net, explore=explore, update=learn,
+                acting=shrunk if cfg.train.forecast_shrink == "validation" else as_learnt,
                 greedy=lambda out, position, scale: greedy(out, position, scale, cfg),
                 describe=describe,
                 labels={"q_position": tuple(f"{x:+g}" for x in (

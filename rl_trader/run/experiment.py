@@ -317,9 +317,7 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     records, progress = state.records, state.progress
     records.val_returns[epoch] = val_returns
     with clock.stage("diagnostics"):
-        _diagnose(run, records.diagnostics, epoch, acting, val)
-        records.diagnostics.forecast_weight[epoch] = to_host(weight)[:len(c.members)].reshape(
-            len(c.groups), c.n_seeds).mean(1)
+        _diagnose(run, records.diagnostics, epoch, acting, val, weight)
     for f in dataclasses.fields(EpochMetrics):
         getattr(records.metrics, f.name)[epoch] = to_host(getattr(metrics, f.name))[
             :len(c.members)]
@@ -355,13 +353,17 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     return RunState(runners=runners, records=records, progress=progress)
 
 
-def _diagnose(run: Run, d: Diagnostics, epoch: int, acting, val) -> None:
+def _diagnose(run: Run, d: Diagnostics, epoch: int, acting, val, weight) -> None:
     """Fill epoch `epoch` of the learning diagnostics (`run_state.Diagnostics`) in place: the
     greedy Sharpe on the end of each fold's train segment, Q against the realised discounted
     reward on validation, the validation positions, the forecast's information coefficient
-    there. `val`: the validation rollouts on the host, trimmed to the validation length
-    (decisions at bars val₀ − 1 …, each forecasting the target `aux_target` of its bar)."""
+    there and the weight the policy gives it (each ensemble's mean of its members' `weight`
+    [P], `Population.acting`). `val`: the validation rollouts on the host, trimmed to the
+    validation length (decisions at bars val₀ − 1 …, each forecasting the target `aux_target`
+    of its bar)."""
     prep, c = run.prep, run.cohort
+    d.forecast_weight[epoch] = to_host(weight)[:len(c.members)].reshape(
+        len(c.groups), c.n_seeds).mean(1)
     probe = min(prep.val_len, min(f.train[1] - f.train[0] for f in prep.folds))
     train = c.pop.evaluate(acting, c.val_data, c.val_data.train[:, 1] - probe, prep.val_steps,
                            c.eval_keys)  # probe ≤ val_len: the validation program, reused
