@@ -2,7 +2,7 @@
 # The README's table of real instruments: the default preset's `make train FOLDS=3` on each
 # instrument for each run seed, every run its own process, all at once on one machine.
 #   experiments/real_instruments.sh OUT "SEEDS" NAME="OPTIONS" [NAME="OPTIONS" ...]
-# e.g. experiments/real_instruments.sh out "0 1 2" default="" shrink="--forecast-shrink validation"
+# e.g. experiments/real_instruments.sh out "0 1 2" default="" lambda="--risk-aversion 0.025"
 # Runs go to OUT/NAME/INSTRUMENT-seed<s> (INSTRUMENT: sp500, the embedded default data, or a
 # `--data` name), logs beside them; every run's stitched Sharpes are printed at the end, and a
 # run that failed is named (exit status 1). Run from the repository root with a PYTHON that

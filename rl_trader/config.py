@@ -244,8 +244,7 @@ class AgentConfig:
                self.weight_decay_on)
 
 
-EVAL_PARAMS = ("online", "target", "average")
-FORECAST_SHRINKS = ("off", "validation")  # `model_head.shrink_forecast`
+EVAL_PARAMS = ("online", "target")
 
 
 # The gbm baseline's candidate boosting iterations (`gbm.fit_gbm`), up to
@@ -266,19 +265,13 @@ class TrainConfig:
     seeds: int = option(4, "seeds per fold (and setting), trained together; their ensemble "
                         "(mean greedy position) is the fold's policy; the default preset "
                         "trains 1 on a CPU unless this is given")
-    eval_params: str = option("online", "greedy policy from the online params, the target "
-                              "(EMA) params, or the online params averaged over the epochs so "
-                              "far (their mean at each epoch's end)", choices=EVAL_PARAMS)
-    forecast_shrink: str = option(
-        "off", "model head: act from the forecast μ̂ shrunk towards its train-segment mean by "
-        "its own skill on the fold's validation block (off: as learnt; validation: the "
-        "weight w = clip(β̂·(1 − 1/t²)₊, 0, 1) of its validation slope β̂ and t-statistic, "
-        "so a forecast without skill holds the drift)", choices=FORECAST_SHRINKS)
+    eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
+                              "params", choices=EVAL_PARAMS)
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
-    # 447 = the settings looked at to choose the defaults, counted in docs/findings.md.
-    prior_trials: int = option(447, "trials looked at outside this run (e.g. the settings tried "
+    # 477 = the settings looked at to choose the defaults, counted in docs/findings.md.
+    prior_trials: int = option(477, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/findings.md), added to the DSR's "
                                "count of trials")
 
@@ -290,10 +283,8 @@ class TrainConfig:
         _check(self.updates_per_step >= 1, "--updates-per-step", ">= 1", self.updates_per_step)
         _check(self.prefill_steps >= 1, "--prefill-steps", ">= 1", self.prefill_steps)
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
-        _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online, target or average",
+        _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online or target",
                self.eval_params)
-        _check(self.forecast_shrink in FORECAST_SHRINKS, "--forecast-shrink",
-               "off or validation", self.forecast_shrink)
         _check(self.gbm_iterations in GBM_ITERATIONS, "--gbm-iterations",
                f"one of {', '.join(map(str, GBM_ITERATIONS))}", self.gbm_iterations)
         _check(0 <= self.prior_trials <= 10_000_000, "--prior-trials", "an integer >= 0",
@@ -329,9 +320,6 @@ class RunConfig:
         _check(not (model and self.agent.backup == "taken"), "--backup",
                "all or unset with --q-head model (it backs up every position)",
                self.agent.backup)
-        _check(model or self.train.forecast_shrink == "off", "--forecast-shrink",
-               "off with --q-head generic (it shrinks the model head's forecast)",
-               self.train.forecast_shrink)
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:

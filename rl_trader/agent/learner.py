@@ -41,15 +41,12 @@ from rl_trader.env import FLAT
 
 @struct.dataclass
 class TrainState:
-    """Learner state: online and target params, optimiser state, update count, and with
-    `--eval-params average` the online params averaged over the epochs (None otherwise, so
-    the state holds no more arrays than the run needs)."""
+    """Learner state: online and target params, optimiser state, update count."""
 
     params: chex.ArrayTree
     target_params: chex.ArrayTree
     opt_state: optax.OptState
     step: jax.Array  # int32: gradient updates done
-    avg_params: chex.ArrayTree | None = None
 
 
 @struct.dataclass
@@ -101,14 +98,12 @@ def make_optimizer(cfg: AgentConfig, hp: HParams) -> optax.GradientTransformatio
                        optax.adamw(hp.learning_rate, weight_decay=hp.weight_decay, mask=mask))
 
 
-def init_train_state(params: chex.ArrayTree, cfg: AgentConfig, eval_params: str) -> TrainState:
-    """Fresh learner state; the target (and, when the policy acts from averaged params,
-    `eval_params` "average", their average) starts equal to the online params. (The optimiser
-    state does not depend on the hyper-parameters, so the config's serve to build it.)"""
+def init_train_state(params: chex.ArrayTree, cfg: AgentConfig) -> TrainState:
+    """Fresh learner state; the target starts equal to the online params. (The optimiser state
+    does not depend on the hyper-parameters, so the config's serve to build it.)"""
     tx = make_optimizer(cfg, HParams.from_config(cfg))
-    average = jax.tree.map(jnp.array, params) if eval_params == "average" else None
     return TrainState(params=params, target_params=jax.tree.map(jnp.array, params),
-                      opt_state=tx.init(params), step=jnp.int32(0), avg_params=average)
+                      opt_state=tx.init(params), step=jnp.int32(0))
 
 
 def target_update(params: chex.ArrayTree, target_params: chex.ArrayTree,
@@ -117,26 +112,9 @@ def target_update(params: chex.ArrayTree, target_params: chex.ArrayTree,
     return optax.incremental_update(params, target_params, tau)
 
 
-def average_update(state: TrainState, epochs: jax.Array) -> TrainState:
-    """θ̃ ← θ̃ + (θ − θ̃)/e after epoch e = 1, 2, …: θ̃ is the mean of the online params at the
-    ends of the e epochs so far (stochastic weight averaging, uniform over epochs), over the
-    whole tree in one call, as the target EMA."""
-    step = 1.0 / jnp.maximum(epochs, 1).astype(jnp.float32)
-    return state.replace(avg_params=optax.incremental_update(state.params, state.avg_params,
-                                                             step))
-
-
 def policy_params(state: TrainState, which: str) -> chex.ArrayTree:
-    """The params the greedy policy is evaluated with: "online", "target" (their EMA) or
-    "average" (their mean over the epochs, `average_update`)."""
-    return {"online": state.params, "target": state.target_params,
-            "average": state.avg_params}[which]
-
-
-def as_learnt(params: chex.ArrayTree, fold: object) -> tuple[chex.ArrayTree, jax.Array]:
-    """`Head.acting` of a head that acts from its params as learnt: them, and weight 1."""
-    del fold
-    return params, jnp.float32(1.0)
+    """The params the greedy policy is evaluated with: "online" or "target" (their EMA)."""
+    return {"online": state.params, "target": state.target_params}[which]
 
 
 def huber(x: jax.Array, delta: float) -> jax.Array:
@@ -236,8 +214,8 @@ def apply_loss(state: TrainState, loss_fn, cfg: AgentConfig,
     tx = make_optimizer(cfg, hp)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    # `replace`, not a new TrainState: every field the step does not touch (the epochs'
-    # average) is carried, so no field can be dropped
+    # `replace`, not a new TrainState: a field the step does not touch is carried, so no
+    # field added to the state later can be dropped here
     return state.replace(params=params, opt_state=opt_state, step=state.step + 1,
                          target_params=target_update(params, state.target_params,
                                                      cfg.tau)), info
@@ -273,10 +251,6 @@ class Head(NamedTuple):
     explore: Callable[..., tuple[jax.Array, jax.Array]]
     # (state, sample: replay.NStep, obs_tm1 [B], y_tm1 [B], fold, hp) -> one gradient step
     update: Callable[..., tuple[TrainState, LossInfo]]
-    # (params, fold) -> the params one agent's greedy policy acts from (`policy_params`
-    # rewritten by the head, e.g. its forecast shrunk on validation) and the forecast's
-    # weight w (1: used as learnt)
-    acting: Callable[..., tuple[chex.ArrayTree, jax.Array]]
     # (out [S], position, scale) -> an ensemble's target fraction and its Q (reward units)
     greedy: Callable[..., tuple[jax.Array, jax.Array]]
     # (out [S], position, scale) -> each member's chosen `fraction` [S] and Q-values by name

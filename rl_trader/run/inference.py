@@ -105,8 +105,7 @@ def learner_template(cfg: RunConfig, n_features: int, seeds: int) -> TrainState:
     dummy = Obs(market=jnp.zeros((n_features,)),
                 window=jnp.zeros((cfg.features.lookback, n_features)),
                 portfolio=jnp.zeros((len(env.PORTFOLIO_NAMES),)))
-    shapes = jax.eval_shape(lambda k: init_train_state(net.init(k, dummy), cfg.agent,
-                                                       cfg.train.eval_params),
+    shapes = jax.eval_shape(lambda k: init_train_state(net.init(k, dummy), cfg.agent),
                             jax.random.PRNGKey(0))
     return jax.tree.map(lambda s: np.zeros((seeds,) + s.shape, s.dtype), shapes)
 

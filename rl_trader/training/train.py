@@ -141,8 +141,7 @@ def init_runner(key: jax.Array, fold: FoldData, head: learner.Head, cfg: RunConf
                           direction=jnp.int32(0), magnitude=jnp.int32(0),
                           reward=jnp.float32(0), portfolio_t=dummy.portfolio,
                           terminated=jnp.bool_(False), last=jnp.bool_(False))
-    runner = Runner(learner=learner.init_train_state(params, cfg.agent, cfg.train.eval_params),
-                    envs=envs,
+    runner = Runner(learner=learner.init_train_state(params, cfg.agent), envs=envs,
                     replay=replay.init(example, cfg.agent.replay_capacity, cfg.train.n_envs),
                     key=k_run, env_steps=jnp.int32(0))
 
@@ -186,9 +185,6 @@ def run_epoch(runner: Runner, fold: FoldData, hp: learner.HParams, head: learner
                                reward=step.reward.mean())
 
     runner, metrics = jax.lax.scan(one, runner, None, length=cfg.train.steps_per_epoch)
-    if cfg.train.eval_params == "average":  # the epochs so far, this one included
-        epochs = runner.env_steps // cfg.train.steps_per_epoch
-        runner = runner.replace(learner=learner.average_update(runner.learner, epochs))
     return runner, jax.tree.map(lambda x: x.mean(), metrics)
 
 

@@ -46,7 +46,7 @@ def test_update_wires_online_selector_and_target_value(qnet):
     rng = np.random.default_rng(1)
     target = jax.tree.map(lambda x: x + 0.3 * jnp.asarray(rng.normal(size=x.shape), x.dtype),
                           params)
-    state = learner.init_train_state(params, CFG, "online").replace(target_params=target)
+    state = learner.init_train_state(params, CFG).replace(target_params=target)
     batch = make_batch(6)
     obs_tm1, obs_t, *rest = batch
 
@@ -415,7 +415,7 @@ def test_full_action_update_wires_online_selector_and_target_value():
     """full_action_update's loss: Q(θ) at t−1, Q(θ) selecting and Q(θ̄) valuing at the K
     next states; then the target EMA."""
     rng = np.random.default_rng(14)
-    state = learner.init_train_state(ONLINE, CFG, "online").replace(target_params=TARGET)
+    state = learner.init_train_state(ONLINE, CFG).replace(target_params=TARGET)
     k = len(POSITIONS)
     obs_tm1 = make_obs(15, (B,))
     obs_t = make_obs(16, (B,)).replace(

@@ -106,7 +106,7 @@ def qnet():
 @pytest.fixture(scope="module")
 def one_update(qnet):
     _, params, update = qnet
-    state0 = learner.init_train_state(params, CFG, "online")
+    state0 = learner.init_train_state(params, CFG)
     state1, info = update(state0, make_batch(2))
     return state0, state1, info
 
@@ -116,7 +116,7 @@ def one_update(qnet):
 
 def test_target_starts_equal_to_online(qnet):
     _, params, _ = qnet
-    state = learner.init_train_state(params, CFG, "online")
+    state = learner.init_train_state(params, CFG)
     chex.assert_trees_all_equal(state.target_params, state.params)
     chex.assert_trees_all_equal_structs(state.target_params, state.params)
     assert int(state.step) == 0
@@ -175,7 +175,7 @@ def test_target_update_closed_form_from_zeros(qnet):
 def test_updates_from_zero_target_follow_the_ema_recursion(qnet):
     """Target started at zeros; after each of k updates θ̄_k = τ·θ_k + (1 − τ)·θ̄_{k−1}."""
     _, params, update = qnet
-    state = learner.init_train_state(params, CFG, "online")
+    state = learner.init_train_state(params, CFG)
     state = state.replace(target_params=jax.tree.map(jnp.zeros_like, params))
     expected = state.target_params
     for k in range(3):
@@ -193,7 +193,7 @@ def test_ema_covers_a_module_added_later():
     net = WithExtraHead(SMALL, M)
     params = init_params(net, make_obs(4), seed=3)
     assert "extra_head" in params["params"] and "q" in params["params"]
-    state0 = learner.init_train_state(params, CFG, "online")
+    state0 = learner.init_train_state(params, CFG)
     state0 = state0.replace(target_params=jax.tree.map(jnp.zeros_like, params))
     state1, _ = make_update(net.apply)(state0, make_batch(5))
     chex.assert_trees_all_close(state1.target_params,
@@ -330,18 +330,9 @@ def test_apply_positions_equals_the_network_on_each_portfolio(qnet):
                                     rtol=1e-5, atol=1e-6)
 
 
-def test_average_update_is_the_running_mean_over_the_whole_tree():
-    """θ̃ after epochs 1 … e is the mean of θ at their ends; every leaf moves."""
-    rng = np.random.default_rng(0)
-    trees = [{"a": jnp.asarray(rng.normal(size=(3, 2)), jnp.float32),
-              "b": {"c": jnp.asarray(rng.normal(size=4), jnp.float32)}} for _ in range(3)]
-    state = learner.TrainState(params=trees[0], target_params=trees[0], opt_state=(),
-                               step=jnp.int32(0), avg_params=jax.tree.map(jnp.zeros_like,
-                                                                          trees[0]))
-    for e, tree in enumerate(trees, start=1):
-        state = learner.average_update(state.replace(params=tree), jnp.int32(e))
-    mean = jax.tree.map(lambda *xs: sum(xs) / 3, *trees)
-    chex.assert_trees_all_close(learner.policy_params(state, "average"), mean, rtol=1e-5,
-                                atol=1e-7)
+
+def test_policy_params_are_the_online_or_the_target_params():
+    state = learner.TrainState(params={"a": jnp.ones(2)}, target_params={"a": jnp.zeros(2)},
+                               opt_state=(), step=jnp.int32(0))
     assert learner.policy_params(state, "online") is state.params
     assert learner.policy_params(state, "target") is state.target_params

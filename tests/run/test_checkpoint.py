@@ -68,7 +68,7 @@ def advance(state: TrainState, scale: float) -> TrainState:
 
 @pytest.fixture(scope="module")
 def state0() -> TrainState:
-    return jax.jit(init_train_state, static_argnums=(1, 2))(init_params(), AgentConfig(), "online")
+    return jax.jit(init_train_state, static_argnums=1)(init_params(), AgentConfig())
 
 
 def test_keeps_best_and_latest_and_restores_exactly(tmp_path, state0):
@@ -149,7 +149,7 @@ def test_fingerprint_stable_and_architecture_sensitive(tmp_path, state0):
     assert fingerprint(state0.params, dataclasses.replace(NET, td_to_encoder=True), N_MAG) == a
     with FoldCheckpoints(tmp_path / "f", a, META) as ckpt:
         ckpt.save(0, state0, 0.5)
-    template = jax.eval_shape(lambda p: init_train_state(p, AgentConfig(), "online"), other_params)
+    template = jax.eval_shape(lambda p: init_train_state(p, AgentConfig()), other_params)
     with FoldCheckpoints(tmp_path / "f", c, META) as ckpt:
         with pytest.raises(InputError, match="architecture differs") as err:
             ckpt.restore(template)

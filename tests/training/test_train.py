@@ -120,27 +120,7 @@ def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup):
             jax.tree.map(lambda x, i=i: x[i], batched.best_params), key), rtol=1e-4, atol=1e-5)
 
 
-# `--backup all` and `--eval-params average` in one configuration: one program for both tests
-ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"),
-                          train=dataclasses.replace(CFG.train, eval_params="average"))
-
-
-def test_acting_from_params_averaged_over_the_epochs(setup):
-    """`--eval-params average`: after each epoch the acting params are the mean of the online
-    params at the ends of the epochs so far, the whole tree; other runs hold no average."""
-    prep, datas, trainer, val_len = setup
-    assert trainer.init(jax.random.PRNGKey(3), datas[0]).learner.avg_params is None
-    averaging = jit_single(make_train(unread_dropped(ALL), prep.periods_per_year, val_len))
-    runner = averaging.init(jax.random.PRNGKey(3), datas[0])
-    chex.assert_trees_all_equal(runner.learner.avg_params, runner.learner.params)
-    ends = []
-    for _ in range(2):  # the second epoch's average is the mean of two ends
-        runner, _ = averaging.epoch(runner, datas[0], HP)
-        ends.append(jax.tree.map(np.array, runner.learner.params))  # copies: `epoch` donates
-    mean = jax.tree.map(lambda *xs: sum(xs) / len(xs), *ends)
-    acting = learner.policy_params(runner.learner, "average")
-    chex.assert_trees_all_close(acting, mean, rtol=1e-5, atol=1e-7)
-    assert len(jax.tree.leaves(acting)) == len(jax.tree.leaves(runner.learner.params))
+ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"))
 
 
 def test_backup_all_trains_with_finite_metrics(setup):
