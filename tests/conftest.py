@@ -48,7 +48,7 @@ import pytest
 SLOW_FIRST = ("end_to_end/test_reliability",  # ~170: seven subprocesses, two of them two processes
               "runtime/test_devices",  # ~90: 4 fake devices, its own programs
               "training/test_train",  # ~90
-              "experiments/test_compile_options", "experiments/test_scaling",
+              "experiments/test_scaling",
               "end_to_end/test_learning", "run/test_prepare", "baselines/test_gbm",
               "run/test_inference", "cli/test_train", "data/test_buckets", "agent/test_learner",
               "run/test_checkpoint", "experiments/test_sweep", "agent/test_networks",
