@@ -7,7 +7,10 @@
 # --data synthetic:A,synthetic:B,synthetic:C, A traded and scored.) PARALLEL=1 runs the
 # settings (NAME=...) as concurrent processes on one accelerator, each over every market;
 # PARALLEL=runs runs every (setting, market) as its own process, all at once (the studies of
-# docs/studies/: 16 runs share one H200 in about 6 minutes), logs in OUT/<name>-<market>.log.
+# docs/studies/: 16 runs share one H200 in about 6 minutes), logs in OUT/<name>-<market>.log;
+# STAGGER=S starts each setting's first market S seconds before the rest, so that its compiled
+# programs are in the persistent cache when the others ask for them (30 runs that all compiled
+# at once did not finish in 555 s on one H200, study 26).
 # Writes OUT/<name>-<market>.json (experiments.sweep --out) and OUT/<name>-<market>.summary.json
 # (per-epoch validation records and learning diagnostics); run directories go to RUNS
 # (default OUT/runs).
@@ -27,7 +30,7 @@ one() {  # NAME OPTIONS MARKET[@SEED]: one sweep run
   echo "=== $tag: --data $data --seed $seed --epochs $epochs $opts"
   # shellcheck disable=SC2086  # options are words
   $PY -m experiments.sweep --data "$data" --seed "$seed" --epochs "$epochs" $opts \
-    --run-dir "$runs/$tag" --out "$out/$tag.json" 2>&1 | grep -v "^fold " || true
+    --run-dir "$runs/$tag" --out "$out/$tag.json" 2>&1 | grep --line-buffered -v "^fold " || true
   cp "$runs/$tag/summary.json" "$out/$tag.summary.json" 2>/dev/null || echo "no summary: $tag"
 }
 setting() {  # NAME OPTIONS: every market, in turn
@@ -36,15 +39,26 @@ setting() {  # NAME OPTIONS: every market, in turn
     one "$1" "$2" "$item"
   done
 }
-for spec in "$@"; do
-  if [[ ${PARALLEL:-0} == runs ]]; then
-    for item in ${markets//,/ }; do
-      one "${spec%%=*}" "${spec#*=}" "$item" > "$out/${spec%%=*}-${item//[:@+]/_}.log" 2>&1 &
+if [[ ${PARALLEL:-0} == runs ]]; then
+  for pass in first rest; do  # each setting's first market first: its programs get cached
+    for spec in "$@"; do
+      i=0
+      for item in ${markets//,/ }; do
+        if { [[ $pass == first ]] && ((i == 0)); } || { [[ $pass == rest ]] && ((i > 0)); }; then
+          one "${spec%%=*}" "${spec#*=}" "$item" > "$out/${spec%%=*}-${item//[:@+]/_}.log" 2>&1 &
+        fi
+        i=$((i + 1))
+      done
     done
-  elif [[ ${PARALLEL:-0} == 1 ]]; then
-    setting "${spec%%=*}" "${spec#*=}" > "$out/${spec%%=*}.log" 2>&1 &
-  else
-    setting "${spec%%=*}" "${spec#*=}"
-  fi
-done
+    [[ $pass == first ]] && sleep "${STAGGER:-0}"
+  done
+else
+  for spec in "$@"; do
+    if [[ ${PARALLEL:-0} == 1 ]]; then
+      setting "${spec%%=*}" "${spec#*=}" > "$out/${spec%%=*}.log" 2>&1 &
+    else
+      setting "${spec%%=*}" "${spec#*=}"
+    fi
+  done
+fi
 wait
