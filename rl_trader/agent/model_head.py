@@ -25,6 +25,10 @@ and the forecasts are plain regressions with exact targets on the sampled traini
 
 The target network is the Polyak EMA of the whole tree (`learner.apply_loss`). Segment ends
 bootstrap (truncation), ruin does not.
+
+The greedy policy (validation, test, `predict`) acts on Q_act(x, p, a) = ρ·E[R(p → a) | x] +
+w·C(x, p, a), w = `AgentConfig.continuation_weight` (1 by default: Q itself); exploration and
+the TD targets always use Q.
 """
 
 from __future__ import annotations
@@ -115,15 +119,16 @@ def continuation(out: ModelOut) -> jax.Array:
 
 
 def assemble(out: ModelOut, position: jax.Array, return_scale: jax.Array, cfg: EnvConfig,
-             reward_scale: float) -> jax.Array:
-    """Q(x, p, a) for the K positions a [..., K] (module docstring): `out` with leading axes
-    [...], the held fraction p = `position` [...] and s = `return_scale` [...]."""
+             reward_scale: float, continuation_weight: float = 1.0) -> jax.Array:
+    """Q(x, p, a) = ρ·E[R(p → a) | x] + w·C(x, p, a) for the K positions a [..., K] (module
+    docstring; w = `continuation_weight`, 1 for Q itself): `out` with leading axes [...], the
+    held fraction p = `position` [...] and s = `return_scale` [...]."""
     chex.assert_equal_shape([out.aux, position])
     a = position_fractions(cfg)
     mean = (return_scale * out.aux)[..., None]
     second = (return_scale**2 * out.second_moment)[..., None]
     reward = env.expected_reward(position[..., None], a, mean, second, cfg)
-    return reward_scale * reward + continuation(out)
+    return reward_scale * reward + continuation_weight * continuation(out)
 
 
 def model_td(c_tm1: jax.Array, q_t_value: jax.Array, q_t_selector: jax.Array,
@@ -210,16 +215,17 @@ def epsilon_greedy_positions(key: jax.Array, q: jax.Array,
 
 def ensemble_q(out: ModelOut, position: jax.Array, scale: jax.Array,
                cfg: RunConfig) -> jax.Array:
-    """Each member's assembled Q over the K positions [S, K] from its outputs [S] at the held
-    fraction `position` and return scale `scale` (scalars)."""
+    """Each member's acting Q (Q_act, the continuation weighted by
+    `AgentConfig.continuation_weight`) over the K positions [S, K] from its outputs [S] at
+    the held fraction `position` and return scale `scale` (scalars)."""
     n = out.aux.shape[0]
     return assemble(out, jnp.full((n,), position), jnp.full((n,), scale), cfg.env,
-                    cfg.agent.reward_scale)
+                    cfg.agent.reward_scale, cfg.agent.continuation_weight)
 
 
 def greedy(out: ModelOut, position: jax.Array, scale: jax.Array,
            cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
-    """The ensemble's choice from its members' outputs [S]: their assembled Q over the K
+    """The ensemble's choice from its members' outputs [S]: their acting Q over the K
     positions (linear in the forecasts and the continuation, so this averages those) is
     averaged, and the ensemble holds the best position of that mean,
     p* = a_k*, k* = argmax_k (1/S) Σ_s Q_s(a_k); its Q is that mean's maximum."""

@@ -144,3 +144,42 @@ def test_greedy_and_epsilon_greedy_positions():
     big = jnp.tile(q[:1], (2000, 1))
     d1, _ = epsilon_greedy_positions(key, big, jnp.float32(1.0))
     assert set(np.unique(np.asarray(d1))) == {0, 1, 2}  # uniform over the directions
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.5, 1.0])
+def test_the_acting_policy_weighs_the_continuation_and_learning_does_not(weight):
+    """Q_act = reward term + w·C: the same outputs (a long forecast, a continuation of +2
+    short and −2 long) give the greedy policy long at w = 0 and half short at w = ½ and 1, each
+    the best of the reward term + w·C; exploration at ε = 0 acts on Q itself whatever w."""
+    from rl_trader.agent.model_head import make
+    from rl_trader.config import NetConfig, RunConfig
+
+    cfg = RunConfig(env=ENV, net=NetConfig(q_head="model"),
+                    agent=AgentConfig(continuation_weight=weight)).validate()
+    head = make(cfg)
+    # 2 members; μ̂ = 0.5, m̂₂ = 2 at s = 1 %: reward term 0.51a − 0.01a² − 0.02|a| at p = 0
+    out = out_of([0.5, 0.5], [2.0, 2.0], [[2.0, 0.0, -2.0]] * 2, [[0.0, 0.0]] * 2)
+    a = np.asarray(POSITIONS)
+    reward = 0.51 * a - 0.01 * a**2 - 0.02 * np.abs(a)
+    q = reward + weight * np.asarray(continuation(out)[0])
+    target, q_best = head.greedy(out, jnp.float32(0.0), jnp.float32(0.01))
+    assert float(target) == a[np.argmax(q)]
+    np.testing.assert_allclose(float(q_best), q.max(), rtol=1e-5)
+    assert float(target) == {0.0: 1.0, 0.5: -0.5, 1.0: -0.5}[weight]
+    d, m = head.explore(jax.random.key(0), out, jnp.zeros(2), jnp.full((2,), 0.01),
+                        jnp.float32(0.0))
+    direction, magnitude = position_actions(2)
+    whole = reward + np.asarray(continuation(out)[0])
+    np.testing.assert_array_equal((d, m), ([direction[np.argmax(whole)]] * 2,
+                                           [magnitude[np.argmax(whole)]] * 2))
+
+
+def test_the_continuation_weight_is_refused_outside_the_unit_interval_and_for_generic():
+    from rl_trader.config import NetConfig, RunConfig
+    from rl_trader.errors import InputError
+
+    with pytest.raises(InputError, match="--continuation-weight"):
+        RunConfig(agent=AgentConfig(continuation_weight=1.5)).validate()
+    with pytest.raises(InputError, match="--continuation-weight.*generic"):
+        RunConfig(net=NetConfig(q_head="generic"),
+                  agent=AgentConfig(continuation_weight=0.0)).validate()
