@@ -183,7 +183,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--sizes", default="1,16,48,256",
                    help="population sizes (the first one is used by the length and width sections)")
     p.add_argument("--steps", type=int, default=200, help="env steps per epoch measured")
-    p.add_argument("--peer-steps", type=int, default=20_000, help="env steps for the peers")
+    p.add_argument("--peer-steps", type=int, default=5_000,
+                   help="env steps for the peers (5,000: the section in 159 s on one H200)")
     p.add_argument("--devices", type=int, default=1, help="devices for the population section")
     p.add_argument("--precision", choices=PRECISIONS, default="tf32",
                    help="matmul precision of the network (see NetConfig.precision)")
