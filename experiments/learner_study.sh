@@ -7,10 +7,10 @@
 # --data synthetic:A,synthetic:B,synthetic:C, A traded and scored.) PARALLEL=1 runs the
 # settings (NAME=...) as concurrent processes on one accelerator, each over every market;
 # PARALLEL=runs runs every (setting, market) as its own process, all at once (the studies of
-# docs/studies/: 16 runs share one H200 in about 6 minutes), logs in OUT/<name>-<market>.log;
-# STAGGER=S starts each setting's first market S seconds before the rest, so that its compiled
-# programs are in the persistent cache when the others ask for them (30 runs that all compiled
-# at once did not finish in 555 s on one H200, study 26).
+# docs/studies/: 20 runs share one H200 in about 5 minutes), logs in OUT/<name>-<market>.log.
+# With PARALLEL=runs, STAGGER=S starts each setting's first market S seconds before the rest,
+# so that its compiled programs are in the persistent cache when the others ask for them (30
+# runs that all compiled at once did not finish in 555 s on one H200, study 26).
 # Writes OUT/<name>-<market>.json (experiments.sweep --out) and OUT/<name>-<market>.summary.json
 # (per-epoch validation records and learning diagnostics); run directories go to RUNS
 # (default OUT/runs).

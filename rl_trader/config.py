@@ -406,9 +406,11 @@ REMOVED_FIELDS = {
     ("net", "embedding"): Removed("none", "study 18", "2026-12-03"),
     ("train", "forecast_patience"): Removed(0, "study 21", "2026-12-03"),
     ("env", "dsr_eta"): Removed(0.01, "study 3", "2026-12-03", read_if=("reward", "dsr")),
+    ("train", "forecast_shrink"): Removed("off", "study 25", "2026-12-03"),
 }
 # Choices removed from a field that remains, with the studies that rejected them and the date.
-REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03")}
+REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03"),
+                   ("train", "eval_params", "average"): ("study 24", "2026-12-03")}
 # Fields whose type changed: a saved configuration's old value and the one it now reads as.
 RETYPED_FIELDS = {("features", "tree_forecast"): {False: "off", True: "on"}}  # 2026-12-02
 

@@ -213,14 +213,14 @@ def epsilon_greedy_positions(key: jax.Array, q: jax.Array,
             jnp.where(explore, rand_mag, best_mag).astype(jnp.int32))
 
 
-def ensemble_q(out: ModelOut, position: jax.Array, scale: jax.Array,
-               cfg: RunConfig) -> jax.Array:
-    """Each member's acting Q (Q_act, the continuation weighted by
-    `AgentConfig.continuation_weight`) over the K positions [S, K] from its outputs [S] at
-    the held fraction `position` and return scale `scale` (scalars)."""
+def ensemble_q(out: ModelOut, position: jax.Array, scale: jax.Array, cfg: RunConfig,
+               continuation_weight: float) -> jax.Array:
+    """Each member's Q over the K positions [S, K] with the continuation weighted by
+    `continuation_weight` (1: Q; `AgentConfig.continuation_weight`: the acting Q_act) from its
+    outputs [S] at the held fraction `position` and return scale `scale` (scalars)."""
     n = out.aux.shape[0]
     return assemble(out, jnp.full((n,), position), jnp.full((n,), scale), cfg.env,
-                    cfg.agent.reward_scale, cfg.agent.continuation_weight)
+                    cfg.agent.reward_scale, continuation_weight)
 
 
 def greedy(out: ModelOut, position: jax.Array, scale: jax.Array,
@@ -228,10 +228,13 @@ def greedy(out: ModelOut, position: jax.Array, scale: jax.Array,
     """The ensemble's choice from its members' outputs [S]: their acting Q over the K
     positions (linear in the forecasts and the continuation, so this averages those) is
     averaged, and the ensemble holds the best position of that mean,
-    p* = a_k*, k* = argmax_k (1/S) Σ_s Q_s(a_k); its Q is that mean's maximum."""
-    q_pos = ensemble_q(out, position, scale, cfg).mean(0)
-    best = jnp.argmax(q_pos)
-    return position_fractions(cfg.env)[best], q_pos[best]
+    p* = a_k*, k* = argmax_k (1/S) Σ_s Q_act,s(a_k). The Q returned is Q's own (the mean of
+    the members' Q at a_k*), so the diagnostics that compare it with realised returns
+    (`q_greedy`, `overestimation`) mean the same whatever the continuation's weight."""
+    best = jnp.argmax(ensemble_q(out, position, scale, cfg,
+                                 cfg.agent.continuation_weight).mean(0))
+    q = ensemble_q(out, position, scale, cfg, 1.0).mean(0)
+    return position_fractions(cfg.env)[best], q[best]
 
 
 def make(cfg: RunConfig) -> Head:
@@ -250,7 +253,7 @@ def make(cfg: RunConfig) -> Head:
         return model_update(state, apply, obs_tm1, backups, y_tm1, cfg.agent, cfg.env, hp)
 
     def describe(out: ModelOut, position: jax.Array, scale: jax.Array) -> dict[str, jax.Array]:
-        q_pos = ensemble_q(out, position, scale, cfg)
+        q_pos = ensemble_q(out, position, scale, cfg, cfg.agent.continuation_weight)
         return {"fraction": position_fractions(cfg.env)[jnp.argmax(q_pos, -1)],
                 "q_position": q_pos, "next_return_second_moment": out.second_moment * scale**2}
 

@@ -330,7 +330,6 @@ def test_apply_positions_equals_the_network_on_each_portfolio(qnet):
                                     rtol=1e-5, atol=1e-6)
 
 
-
 def test_policy_params_are_the_online_or_the_target_params():
     state = learner.TrainState(params={"a": jnp.ones(2)}, target_params={"a": jnp.zeros(2)},
                                opt_state=(), step=jnp.int32(0))

@@ -147,10 +147,11 @@ def test_greedy_and_epsilon_greedy_positions():
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.5, 1.0])
-def test_the_acting_policy_weighs_the_continuation_and_learning_does_not(weight):
+def test_the_acting_policy_weighs_the_continuation_and_exploration_does_not(weight):
     """Q_act = reward term + w·C: the same outputs (a long forecast, a continuation of +2
     short and −2 long) give the greedy policy long at w = 0 and half short at w = ½ and 1, each
-    the best of the reward term + w·C; exploration at ε = 0 acts on Q itself whatever w."""
+    the best of the reward term + w·C, and report Q itself there; exploration at ε = 0 acts
+    on Q whatever w."""
     from rl_trader.agent.model_head import make
     from rl_trader.config import NetConfig, RunConfig
 
@@ -162,14 +163,14 @@ def test_the_acting_policy_weighs_the_continuation_and_learning_does_not(weight)
     a = np.asarray(POSITIONS)
     reward = 0.51 * a - 0.01 * a**2 - 0.02 * np.abs(a)
     q = reward + weight * np.asarray(continuation(out)[0])
-    target, q_best = head.greedy(out, jnp.float32(0.0), jnp.float32(0.01))
+    whole = reward + np.asarray(continuation(out)[0])
+    target, q_chosen = head.greedy(out, jnp.float32(0.0), jnp.float32(0.01))
     assert float(target) == a[np.argmax(q)]
-    np.testing.assert_allclose(float(q_best), q.max(), rtol=1e-5)
+    np.testing.assert_allclose(float(q_chosen), whole[np.argmax(q)], rtol=1e-5)
     assert float(target) == {0.0: 1.0, 0.5: -0.5, 1.0: -0.5}[weight]
     d, m = head.explore(jax.random.key(0), out, jnp.zeros(2), jnp.full((2,), 0.01),
                         jnp.float32(0.0))
     direction, magnitude = position_actions(2)
-    whole = reward + np.asarray(continuation(out)[0])
     np.testing.assert_array_equal((d, m), ([direction[np.argmax(whole)]] * 2,
                                            [magnitude[np.argmax(whole)]] * 2))
 
@@ -178,8 +179,32 @@ def test_the_continuation_weight_is_refused_outside_the_unit_interval_and_for_ge
     from rl_trader.config import NetConfig, RunConfig
     from rl_trader.errors import InputError
 
-    with pytest.raises(InputError, match="--continuation-weight"):
-        RunConfig(agent=AgentConfig(continuation_weight=1.5)).validate()
+    for weight in (1.5, -0.1):
+        with pytest.raises(InputError, match=r"--continuation-weight.*in \[0, 1\]"):
+            RunConfig(agent=AgentConfig(continuation_weight=weight)).validate()
     with pytest.raises(InputError, match="--continuation-weight.*generic"):
         RunConfig(net=NetConfig(q_head="generic"),
                   agent=AgentConfig(continuation_weight=0.0)).validate()
+
+
+def test_the_learning_loss_does_not_read_the_continuation_weight():
+    """The TD targets and the loss use Q itself: next states whose continuation decides the
+    double-DQN choice give the same loss and diagnostics at w = 0 as at w = 1."""
+    b, k = 2, len(POSITIONS)
+    y = jnp.asarray([0.5, -1.5])
+    out_tm1 = out_of([0.2, -1.0], [1.0, 3.0], [[0.0, 0.1, 0.0], [0.0, 0.0, 0.2]],
+                     [[0.0, 0.0], [0.1, -0.1]])
+    rng = np.random.default_rng(0)
+    nxt = out_of(np.full((b, k), 0.3), np.ones((b, k)), rng.normal(size=(b, k, 3)),
+                 rng.normal(size=(b, k, 2)))
+    backups = Backups(obs_t=None, position_tm1=jnp.zeros(b),
+                      position_t=jnp.tile(jnp.asarray(POSITIONS), (b, 1)),
+                      scale_tm1=jnp.full(b, 0.01), scale_t=jnp.full(b, 0.01), r_t=None,
+                      discount_t=jnp.full((b, k), 0.9))
+    whole, off = (model_loss(out_tm1, nxt, nxt, backups, y, AgentConfig(continuation_weight=w),
+                             ENV, aux_weight=0.5) for w in (1.0, 0.0))
+    chex.assert_trees_all_equal(whole, off)
+    # and the continuation does move the loss here, so the comparison can fail
+    flat = nxt.replace(w_direction=jnp.zeros((b, k, 3)), w_magnitude=jnp.zeros((b, k, 2)))
+    assert float(model_loss(out_tm1, flat, flat, backups, y, AgentConfig(), ENV,
+                            aux_weight=0.5)[0]) != float(whole[0])

@@ -147,7 +147,8 @@ def test_the_model_head_refuses_what_it_cannot_do():
     ("agent", "sizing", "q", "forecast"), ("agent", "aux_noise", None, 0.0),
     ("net", "linear_path", False, True), ("features", "portfolio_inputs", "all", "no_returns"),
     ("agent", "bootstrap_block", 0, 32), ("agent", "dropout", 0.0, 0.2),
-    ("net", "embedding", "none", "ple"), ("train", "forecast_patience", 0, 2)])
+    ("net", "embedding", "none", "ple"), ("train", "forecast_patience", 0, 2),
+    ("train", "forecast_shrink", "off", "validation")])
 def test_removed_options_in_a_saved_config(section, name, old, value):
     """The options issues 27 and 37 removed: a saved config holding the value every run had
     loads as today's config; another value is refused in one line naming the field, its
@@ -180,6 +181,23 @@ def test_a_saved_dsr_reward_is_refused_and_its_eta_is_irrelevant_without_it():
     assert "\n" not in str(err.value)
     with pytest.raises(SystemExit):
         parse("--reward", "dsr")
+
+
+def test_a_saved_averaged_eval_params_is_refused_and_the_others_load():
+    """`--eval-params average` left after study 24: a saved online or target policy loads as
+    it was; a saved average is refused in one line naming the study."""
+    from rl_trader.config import config_from_dict
+
+    saved = RunConfig().to_dict()
+    for kept in ("online", "target"):
+        saved["train"]["eval_params"] = kept
+        assert config_from_dict(saved).train.eval_params == kept
+    saved["train"]["eval_params"] = "average"
+    with pytest.raises(InputError, match="train.eval_params='average', an option removed on "
+                       r"2026-12-03 \(its results: study 24 .*train.eval_params in online, "
+                       "target") as err:
+        config_from_dict(saved)
+    assert "\n" not in str(err.value)
 
 
 def test_a_saved_boolean_tree_forecast_reads_as_its_mode():
