@@ -395,7 +395,10 @@ def _log_fold(run: Run, k: int, epoch: int, mean: dict[str, float], val_sharpe: 
         mags = {f"magnitude/{b}": x for b, x in zip(("flat", "le_0.25", "le_0.5", "le_0.75",
                                                       "le_1"), mean["magnitude_fractions"],
                                                      strict=True)}
-        run.writers[k].scalars(epoch, {**scalars, **mags, "val_sharpe": val_sharpe, **vsn})
+        dirs = {f"direction/{d}": x for d, x in zip(("short", "flat", "long"),
+                                                    mean["direction_fractions"], strict=True)}
+        run.writers[k].scalars(epoch, {**scalars, **mags, **dirs, "val_sharpe": val_sharpe,
+                                       **vsn})
     run.log(f"fold {k} epoch {epoch} of 0..{run.prep.cfg.train.epochs - 1}"
             f"  loss {mean['loss']:.4f}"
             f"  td {mean['td_abs']:.3f}  aux {mean['aux_loss']:.3f}"

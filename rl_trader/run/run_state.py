@@ -121,6 +121,14 @@ def magnitude_fractions(positions: np.ndarray) -> list[float]:
     return [c / a.size for c in counts]
 
 
+def direction_fractions(positions: np.ndarray) -> list[float]:
+    """Fractions of bars whose position is short (< 0), flat (0) and long (> 0), in that
+    order; |position| ≤ 1e-6 counts as flat, as in `magnitude_fractions`."""
+    p = np.asarray(positions, np.float64)
+    return [float(np.mean(p < -1e-6)), float(np.mean(np.abs(p) <= 1e-6)),
+            float(np.mean(p > 1e-6))]
+
+
 @struct.dataclass
 class Records:
     """The host's record of every epoch, saved with the members for `--resume`."""
@@ -199,4 +207,5 @@ def diagnostics_of(d: Diagnostics, epoch: int, g: int) -> dict:
             "q_greedy": float(d.q_greedy[epoch, g]), "realised_return": float(d.realised[epoch, g]),
             "overestimation": float(d.q_greedy[epoch, g] - d.realised[epoch, g]),
             "churn": churn, "magnitude_fractions": magnitude_fractions(d.positions[epoch, g]),
+            "direction_fractions": direction_fractions(d.positions[epoch, g]),
             "forecast_ic": finite_or_none(d.forecast_ic[epoch, g])}

@@ -9,6 +9,7 @@ from rl_trader.run.run_state import (
     check_resumable,
     diagnostics_fields,
     diagnostics_of,
+    direction_fractions,
     discounted_returns,
     forecast_ic,
     horizon,
@@ -45,6 +46,11 @@ def test_discounted_returns_and_horizon_by_hand():
 def test_magnitude_fractions_bin_the_absolute_positions():
     got = magnitude_fractions(np.array([0.0, -0.2, 0.25, 0.3, -0.75, 1.0, 0.9, 0.0]))
     np.testing.assert_allclose(got, [0.25, 0.25, 0.125, 0.125, 0.25])
+
+
+def test_direction_fractions_count_short_flat_and_long_bars():
+    got = direction_fractions(np.array([0.0, -0.2, 0.25, 0.3, -0.75, 1.0, 0.9, 1e-7]))
+    np.testing.assert_allclose(got, [0.25, 0.25, 0.5])
 
 
 def test_a_resume_state_with_other_diagnostics_is_refused_in_one_line():
