@@ -214,10 +214,6 @@ class AgentConfig:
         0.5, "fraction of all training env steps over which ε decays to --eps-end",
         flag="--eps-decay", sweep=True)
     replay_capacity: int = option(2048, "time steps per env kept in the replay ring")
-    continuation_weight: float = option(
-        1.0, "weight w of the continuation C in the model head's acting policy, "
-        "Q_act = reward term + w·C, in [0, 1] (learning always uses the whole Q); "
-        "1 with the generic head")
     backup: str | None = option(
         None, "TD backups: taken (n-step, the action taken; generic head only) or all "
         "(1-step, every position from the same state: full-action backups); default: taken "
@@ -244,8 +240,6 @@ class AgentConfig:
                self.replay_capacity)
         _check(self.backup is None or self.backup in BACKUPS, "--backup", "taken or all",
                self.backup)
-        _check(0 <= self.continuation_weight <= 1, "--continuation-weight", "in [0, 1]",
-               self.continuation_weight)
         _check(self.weight_decay_on in DECAY_TARGETS, "--weight-decay-on", "all or kernels",
                self.weight_decay_on)
 
@@ -326,9 +320,6 @@ class RunConfig:
         _check(not (model and self.agent.backup == "taken"), "--backup",
                "all or unset with --q-head model (it backs up every position)",
                self.agent.backup)
-        _check(model or self.agent.continuation_weight == 1, "--continuation-weight",
-               "1 with --q-head generic (its Q has no separate continuation)",
-               self.agent.continuation_weight)
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:
@@ -407,6 +398,7 @@ REMOVED_FIELDS = {
     ("train", "forecast_patience"): Removed(0, "study 21", "2026-12-03"),
     ("env", "dsr_eta"): Removed(0.01, "study 3", "2026-12-03", read_if=("reward", "dsr")),
     ("train", "forecast_shrink"): Removed("off", "study 25", "2026-12-03"),
+    ("agent", "continuation_weight"): Removed(1.0, "study 27", "2026-12-04"),
 }
 # Choices removed from a field that remains, with the studies that rejected them and the date.
 REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03"),

@@ -25,10 +25,6 @@ and the forecasts are plain regressions with exact targets on the sampled traini
 
 The target network is the Polyak EMA of the whole tree (`learner.apply_loss`). Segment ends
 bootstrap (truncation), ruin does not.
-
-The greedy policy (validation, test, `predict`) acts on Q_act(x, p, a) = ρ·E[R(p → a) | x] +
-w·C(x, p, a), w = `AgentConfig.continuation_weight` (1 by default: Q itself); exploration and
-the TD targets always use Q.
 """
 
 from __future__ import annotations
@@ -119,16 +115,15 @@ def continuation(out: ModelOut) -> jax.Array:
 
 
 def assemble(out: ModelOut, position: jax.Array, return_scale: jax.Array, cfg: EnvConfig,
-             reward_scale: float, continuation_weight: float = 1.0) -> jax.Array:
-    """Q(x, p, a) = ρ·E[R(p → a) | x] + w·C(x, p, a) for the K positions a [..., K] (module
-    docstring; w = `continuation_weight`, 1 for Q itself): `out` with leading axes [...], the
-    held fraction p = `position` [...] and s = `return_scale` [...]."""
+             reward_scale: float) -> jax.Array:
+    """Q(x, p, a) for the K positions a [..., K] (module docstring): `out` with leading axes
+    [...], the held fraction p = `position` [...] and s = `return_scale` [...]."""
     chex.assert_equal_shape([out.aux, position])
     a = position_fractions(cfg)
     mean = (return_scale * out.aux)[..., None]
     second = (return_scale**2 * out.second_moment)[..., None]
     reward = env.expected_reward(position[..., None], a, mean, second, cfg)
-    return reward_scale * reward + continuation_weight * continuation(out)
+    return reward_scale * reward + continuation(out)
 
 
 def model_td(c_tm1: jax.Array, q_t_value: jax.Array, q_t_selector: jax.Array,
@@ -213,28 +208,24 @@ def epsilon_greedy_positions(key: jax.Array, q: jax.Array,
             jnp.where(explore, rand_mag, best_mag).astype(jnp.int32))
 
 
-def ensemble_q(out: ModelOut, position: jax.Array, scale: jax.Array, cfg: RunConfig,
-               continuation_weight: float) -> jax.Array:
-    """Each member's Q over the K positions [S, K] with the continuation weighted by
-    `continuation_weight` (1: Q; `AgentConfig.continuation_weight`: the acting Q_act) from its
-    outputs [S] at the held fraction `position` and return scale `scale` (scalars)."""
+def ensemble_q(out: ModelOut, position: jax.Array, scale: jax.Array,
+               cfg: RunConfig) -> jax.Array:
+    """Each member's assembled Q over the K positions [S, K] from its outputs [S] at the held
+    fraction `position` and return scale `scale` (scalars)."""
     n = out.aux.shape[0]
     return assemble(out, jnp.full((n,), position), jnp.full((n,), scale), cfg.env,
-                    cfg.agent.reward_scale, continuation_weight)
+                    cfg.agent.reward_scale)
 
 
 def greedy(out: ModelOut, position: jax.Array, scale: jax.Array,
            cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
-    """The ensemble's choice from its members' outputs [S]: their acting Q over the K
+    """The ensemble's choice from its members' outputs [S]: their assembled Q over the K
     positions (linear in the forecasts and the continuation, so this averages those) is
     averaged, and the ensemble holds the best position of that mean,
-    p* = a_k*, k* = argmax_k (1/S) Σ_s Q_act,s(a_k). The Q returned is Q's own (the mean of
-    the members' Q at a_k*), so the diagnostics that compare it with realised returns
-    (`q_greedy`, `overestimation`) mean the same whatever the continuation's weight."""
-    best = jnp.argmax(ensemble_q(out, position, scale, cfg,
-                                 cfg.agent.continuation_weight).mean(0))
-    q = ensemble_q(out, position, scale, cfg, 1.0).mean(0)
-    return position_fractions(cfg.env)[best], q[best]
+    p* = a_k*, k* = argmax_k (1/S) Σ_s Q_s(a_k); its Q is that mean's maximum."""
+    q_pos = ensemble_q(out, position, scale, cfg).mean(0)
+    best = jnp.argmax(q_pos)
+    return position_fractions(cfg.env)[best], q_pos[best]
 
 
 def make(cfg: RunConfig) -> Head:
@@ -253,7 +244,7 @@ def make(cfg: RunConfig) -> Head:
         return model_update(state, apply, obs_tm1, backups, y_tm1, cfg.agent, cfg.env, hp)
 
     def describe(out: ModelOut, position: jax.Array, scale: jax.Array) -> dict[str, jax.Array]:
-        q_pos = ensemble_q(out, position, scale, cfg, cfg.agent.continuation_weight)
+        q_pos = ensemble_q(out, position, scale, cfg)
         return {"fraction": position_fractions(cfg.env)[jnp.argmax(q_pos, -1)],
                 "q_position": q_pos, "next_return_second_moment": out.second_moment * scale**2}
 

@@ -112,10 +112,13 @@ def horizon(gamma: float) -> int:
     return 1 if gamma <= 0 else int(np.ceil(np.log(0.01) / np.log(gamma)))
 
 
+FLAT_TOL = 1e-6  # a |position| (or a change of position) this small counts as zero
+
+
 def magnitude_fractions(positions: np.ndarray) -> list[float]:
     """Fractions of bars whose |position| is 0, in (0, .25], (.25, .5], (.5, .75], (.75, 1]."""
     a = np.abs(np.asarray(positions, np.float64))
-    flat = a <= 1e-6
+    flat = a <= FLAT_TOL
     bins = np.digitize(a[~flat], MAGNITUDE_BINS[1:-1], right=True)
     counts = [int(flat.sum())] + [int((bins == i).sum()) for i in range(4)]
     return [c / a.size for c in counts]
@@ -123,10 +126,10 @@ def magnitude_fractions(positions: np.ndarray) -> list[float]:
 
 def direction_fractions(positions: np.ndarray) -> list[float]:
     """Fractions of bars whose position is short (< 0), flat (0) and long (> 0), in that
-    order; |position| ≤ 1e-6 counts as flat, as in `magnitude_fractions`."""
+    order (|position| ≤ `FLAT_TOL` is flat)."""
     p = np.asarray(positions, np.float64)
-    return [float(np.mean(p < -1e-6)), float(np.mean(np.abs(p) <= 1e-6)),
-            float(np.mean(p > 1e-6))]
+    return [float(np.mean(p < -FLAT_TOL)), float(np.mean(np.abs(p) <= FLAT_TOL)),
+            float(np.mean(p > FLAT_TOL))]
 
 
 @struct.dataclass
@@ -202,7 +205,7 @@ def fold_records(prep: Prepared, c: Cohort, records: Records, progress: Progress
 def diagnostics_of(d: Diagnostics, epoch: int, g: int) -> dict:
     """Ensemble g's diagnostics at `epoch` as JSON-ready numbers (churn None at epoch 0)."""
     churn = (None if epoch == 0 else
-             float(np.mean(np.abs(d.positions[epoch, g] - d.positions[epoch - 1, g]) > 1e-6)))
+             float(np.mean(np.abs(d.positions[epoch, g] - d.positions[epoch - 1, g]) > FLAT_TOL)))
     return {"train_sharpe": float(d.train_sharpe[epoch, g]),
             "q_greedy": float(d.q_greedy[epoch, g]), "realised_return": float(d.realised[epoch, g]),
             "overestimation": float(d.q_greedy[epoch, g] - d.realised[epoch, g]),

@@ -148,7 +148,8 @@ def test_the_model_head_refuses_what_it_cannot_do():
     ("net", "linear_path", False, True), ("features", "portfolio_inputs", "all", "no_returns"),
     ("agent", "bootstrap_block", 0, 32), ("agent", "dropout", 0.0, 0.2),
     ("net", "embedding", "none", "ple"), ("train", "forecast_patience", 0, 2),
-    ("train", "forecast_shrink", "off", "validation")])
+    ("train", "forecast_shrink", "off", "validation"),
+    ("agent", "continuation_weight", 1.0, 0.0)])
 def test_removed_options_in_a_saved_config(section, name, old, value):
     """The options issues 27 and 37 removed: a saved config holding the value every run had
     loads as today's config; another value is refused in one line naming the field, its
