@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader import env
-from rl_trader.config import PRECISIONS, RunConfig, preset
+from rl_trader.config import CONTINUATIONS, PRECISIONS, NetConfig, RunConfig, preset
 from rl_trader.runtime.compile_cache import enable_compilation_cache
 
 if TYPE_CHECKING:
@@ -159,11 +159,12 @@ def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
     }
 
 
-def run_peers(peers, n_steps: int) -> dict:
-    """SB3 DQN vs rl_trader's agent on the embedded S&P 500, same env steps and updates."""
+def run_peers(peers, n_steps: int, net: NetConfig) -> dict:
+    """SB3 DQN vs rl_trader's agent (the default preset with the network `net`) on the
+    embedded S&P 500, same env steps and updates."""
     from rl_trader.run.prepare import prepare
 
-    cfg = preset("default")
+    cfg = dataclasses.replace(preset("default"), net=net)
     prep = prepare(cfg)
     single = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, n_envs=1))
     out = {"sb3_dqn": peers.sb3_dqn(n_steps, single, prep),
@@ -188,6 +189,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--devices", type=int, default=1, help="devices for the population section")
     p.add_argument("--precision", choices=PRECISIONS, default="tf32",
                    help="matmul precision of the network (see NetConfig.precision)")
+    p.add_argument("--continuation", choices=CONTINUATIONS, default="state",
+                   help="the model head's continuation (see NetConfig.continuation)")
     p.add_argument("--out", default="bench.json")
     return p
 
@@ -201,7 +204,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     base = preset("default")
     base = dataclasses.replace(base, train=dataclasses.replace(base.train,
                                                                steps_per_epoch=args.steps),
-                               net=dataclasses.replace(base.net, precision=args.precision))
+                               net=dataclasses.replace(base.net, precision=args.precision,
+                                                       continuation=args.continuation))
     result: dict = {"device": device_info(), "date": time.strftime("%Y-%m-%d"),
                     "command": " ".join(sys.argv)}
 
@@ -255,7 +259,12 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         except ImportError as err:  # optional: needs stable-baselines3 and gymnasium
             result["peers"] = {"skipped": str(err)}
         else:
-            result["peers"] = run_peers(peers, args.peer_steps)
+            result["peers"] = run_peers(peers, args.peer_steps, base.net)
+            if result.get("population"):  # the population against SB3, in the same run
+                best = max(result["population"], key=lambda r: r["agent_updates_per_s"])
+                result["peers"]["population_size"] = best["population"]
+                result["peers"]["speedup_population_updates"] = (
+                    best["agent_updates_per_s"] / result["peers"]["sb3_dqn"]["updates_per_s"])
         print(f"peers: {json.dumps(result['peers'], indent=1)}", flush=True)
     save()
     print(f"wrote {args.out}")

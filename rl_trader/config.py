@@ -144,6 +144,7 @@ class EnvConfig:
 
 PRECISIONS = ("tf32", "fp32", "bf16")
 Q_HEADS = ("generic", "model")  # `agent.heads.HEADS`
+CONTINUATIONS = ("state", "afterstate")  # `agent.model_head.ModelQNetwork`
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,11 @@ class NetConfig:
     td_to_encoder: bool = option(
         False, "model head: let the TD loss's gradient reach the market encoder (market VSN "
         "and look-back context); off: only the forecast regressions train it")
+    continuation: str = option(
+        "state", "model head: what the TD-learnt continuation C reads: state (the market and "
+        "the portfolio, C(x, p, a); the update evaluates the network once per next position) "
+        "or afterstate (the market and the position taken, C(x, a); once per sample, the "
+        "portfolio entering Q through the known reward and cost only)", choices=CONTINUATIONS)
     # Parameters, optimiser state and the loss stay float32 in every case.
     precision: str = option(
         "tf32", "matmul precision: tf32 (the backend default: TF32 tensor cores on NVIDIA "
@@ -174,6 +180,8 @@ class NetConfig:
         _check(self.precision in PRECISIONS, "--precision", "one of " + ", ".join(PRECISIONS),
                self.precision)
         _check(self.q_head in Q_HEADS, "--q-head", "generic or model", self.q_head)
+        _check(self.continuation in CONTINUATIONS, "--continuation", "state or afterstate",
+               self.continuation)
 
 
 BACKUPS = ("taken", "all")
@@ -320,6 +328,9 @@ class RunConfig:
         _check(not (model and self.agent.backup == "taken"), "--backup",
                "all or unset with --q-head model (it backs up every position)",
                self.agent.backup)
+        _check(model or self.net.continuation == "state", "--continuation",
+               "state or unset with --q-head generic (it has no continuation)",
+               self.net.continuation)
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:

@@ -50,7 +50,7 @@ from rl_trader.agent.learner import (
     random_actions,
     traced_once,
 )
-from rl_trader.agent.networks import GRN, centred, encode, head
+from rl_trader.agent.networks import GRN, centred, encode_market, encode_portfolio, head
 from rl_trader.agent.replay import NStep
 from rl_trader.config import AgentConfig, EnvConfig, NetConfig, RunConfig
 from rl_trader.data.fold_data import FoldData, Obs
@@ -72,10 +72,18 @@ class ModelOut:
 class ModelQNetwork(nn.Module):
     """The model head's network: forecasts μ̂ and m̂₂ = softplus(·) ≥ 0 from a forecast GRN on
     the market encoding, and the continuation over the next position as a branching dueling
-    head on a trunk over the market and portfolio encodings, W(d, m) = V + Ã_dir(d) +
-    [d ≠ flat]·Ã_mag(m), Ã the centred advantages. Unless `NetConfig.td_to_encoder`, the trunk
-    reads the market encoding through a stop-gradient: the continuation's TD loss then trains
-    the trunk and the portfolio VSN, and only the regressions train the market encoder."""
+    head on a trunk, W(d, m) = V + Ã_dir(d) + [d ≠ flat]·Ã_mag(m), Ã the centred advantages.
+
+    The trunk reads the market encoding and, with `NetConfig.continuation` "state", the
+    portfolio encoding too: C(x, p, a). With "afterstate" it reads the market alone, C(x, a):
+    the value of holding a into the next bar given the market (the post-decision state). That
+    is exact for this env up to the held fraction's drift within the bar and the
+    equity-relative portfolio variables, since from (x, a) the next bar's reward and state no
+    longer depend on p; the portfolio then enters Q only through the known reward's cost, and
+    the portfolio VSN is not built (its weights read 0). Unless `NetConfig.td_to_encoder`, the
+    trunk reads the market encoding through a stop-gradient: the continuation's TD loss then
+    trains the trunk (and the portfolio VSN), and only the regressions train the market
+    encoder."""
 
     cfg: NetConfig
     n_magnitudes: int
@@ -83,19 +91,37 @@ class ModelQNetwork(nn.Module):
     @nn.compact
     def __call__(self, obs: Obs) -> ModelOut:
         cfg, p = self.cfg, self.cfg.precision
-        context, market, w_market, portfolio, w_port = encode(obs, cfg)
+        context, market, w_market = encode_market(obs, cfg)
         forecast = GRN(cfg.trunk, precision=p, name="forecast")(market, context)
         moments = head(2, "moments", forecast, p)
         enc, ctx = market, context
         if not cfg.td_to_encoder:
             enc, ctx = jax.lax.stop_gradient((market, context))
-        trunk = GRN(cfg.trunk, precision=p, name="trunk")(
-            jnp.concatenate([enc, portfolio], -1), ctx)
+        if cfg.continuation == "state":
+            portfolio, w_port = encode_portfolio(obs, cfg)
+            enc = jnp.concatenate([enc, portfolio], -1)
+        else:
+            w_port = jnp.zeros(obs.portfolio.shape, jnp.float32)
+        trunk = GRN(cfg.trunk, precision=p, name="trunk")(enc, ctx)
         value = head(1, "value", trunk, p)
         return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),
                         w_direction=value + centred(head(3, "adv_direction", trunk, p)),
                         w_magnitude=centred(head(self.n_magnitudes, "adv_magnitude", trunk, p)),
                         market_weights=w_market, portfolio_weights=w_port)
+
+
+def next_state_outputs(apply_fn, params: chex.ArrayTree, obs_t: Obs,
+                       continuation: str) -> ModelOut:
+    """The network at the K next states of each pre-state, leaves [B, K, ...] (market [B, F],
+    portfolio [B, K, P]): once per next position (`learner.apply_positions`), or, for the
+    afterstate continuation, which reads no portfolio, once per sample and broadcast over K."""
+    if continuation == "state":
+        return apply_positions(apply_fn, params, obs_t)
+    n_pos = obs_t.portfolio.shape[1]
+    out = apply_fn(params, obs_t.replace(portfolio=obs_t.portfolio[:, 0]))
+    return jax.tree.map(lambda x: jnp.broadcast_to(x[:, None], x.shape[:1] + (n_pos,)
+                                                   + x.shape[1:]), out)
+
 
 def position_fractions(cfg: EnvConfig) -> jax.Array:
     """The K positions of `learner.position_actions` as signed fractions of equity [K]."""
@@ -174,11 +200,14 @@ def model_loss(out_tm1: ModelOut, out_t_online: ModelOut, out_t_target: ModelOut
 
 
 def model_update(state: TrainState, apply_fn, obs_tm1: Obs, backups: Backups, y_tm1: jax.Array,
-                 cfg: AgentConfig, env_cfg: EnvConfig, hp: HParams) -> tuple[TrainState, LossInfo]:
+                 cfg: AgentConfig, env_cfg: EnvConfig, net: NetConfig,
+                 hp: HParams) -> tuple[TrainState, LossInfo]:
     """One gradient step of the model head (`model_loss`) on the full-action `backups` of the
     pre-states observed as `obs_tm1` [B]."""
-    out_t_target = apply_positions(apply_fn, state.target_params, backups.obs_t)
-    out_t_online = jax.lax.stop_gradient(apply_positions(apply_fn, state.params, backups.obs_t))
+    out_t_target = next_state_outputs(apply_fn, state.target_params, backups.obs_t,
+                                      net.continuation)
+    out_t_online = jax.lax.stop_gradient(next_state_outputs(apply_fn, state.params,
+                                                            backups.obs_t, net.continuation))
 
     def loss_fn(params):
         return model_loss(apply_fn(params, obs_tm1), out_t_online, out_t_target, backups, y_tm1,
@@ -241,7 +270,8 @@ def make(cfg: RunConfig) -> Head:
     def learn(state: TrainState, sample: NStep, obs_tm1: Obs, y_tm1: jax.Array,
               fold: FoldData, hp: HParams) -> tuple[TrainState, LossInfo]:
         backups = full_action_backups(sample.state_tm1, obs_tm1, fold, cfg, hp.gamma)
-        return model_update(state, apply, obs_tm1, backups, y_tm1, cfg.agent, cfg.env, hp)
+        return model_update(state, apply, obs_tm1, backups, y_tm1, cfg.agent, cfg.env, cfg.net,
+                            hp)
 
     def describe(out: ModelOut, position: jax.Array, scale: jax.Array) -> dict[str, jax.Array]:
         q_pos = ensemble_q(out, position, scale, cfg)

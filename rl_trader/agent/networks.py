@@ -154,12 +154,21 @@ def head(n: int, name: str, x: jax.Array, precision: str) -> jax.Array:
     return nn.Dense(n, dtype=dtype, precision=prec, name=name)(x).astype(jnp.float32)
 
 
+def encode_market(obs: Obs, cfg: NetConfig) -> tuple[jax.Array | None, jax.Array, jax.Array]:
+    """The market part of the encoder (called inside a compact module): the look-back context
+    (or None), the market VSN's output [..., d] and weights [..., F]."""
+    context = lookback_context(obs, cfg.context, cfg.precision)
+    market, w_market = VSN(cfg.hidden, cfg.precision, name="market_vsn")(obs.market, context)
+    return context, market, w_market
+
+
+def encode_portfolio(obs: Obs, cfg: NetConfig) -> tuple[jax.Array, jax.Array]:
+    """The portfolio VSN's output [..., d] and weights [..., P] (inside a compact module)."""
+    return VSN(cfg.hidden, cfg.precision, name="portfolio_vsn")(obs.portfolio)
+
+
 def encode(obs: Obs, cfg: NetConfig) -> tuple[jax.Array | None, jax.Array, jax.Array,
                                               jax.Array, jax.Array]:
-    """Both heads' encoder (called inside a compact module): the look-back context (or None),
-    the market VSN's output and weights, the portfolio VSN's output and weights."""
-    p = cfg.precision
-    context = lookback_context(obs, cfg.context, p)
-    market, w_market = VSN(cfg.hidden, p, name="market_vsn")(obs.market, context)
-    portfolio, w_port = VSN(cfg.hidden, p, name="portfolio_vsn")(obs.portfolio)
-    return context, market, w_market, portfolio, w_port
+    """Both heads' encoder (called inside a compact module): `encode_market`'s three outputs,
+    then `encode_portfolio`'s two."""
+    return *encode_market(obs, cfg), *encode_portfolio(obs, cfg)
