@@ -144,7 +144,6 @@ class EnvConfig:
 
 PRECISIONS = ("tf32", "fp32", "bf16")
 Q_HEADS = ("generic", "model")  # `agent.heads.HEADS`
-CONTINUATIONS = ("state", "afterstate")  # `agent.model_head.ModelQNetwork`
 
 
 @dataclass(frozen=True)
@@ -162,11 +161,6 @@ class NetConfig:
     td_to_encoder: bool = option(
         False, "model head: let the TD loss's gradient reach the market encoder (market VSN "
         "and look-back context); off: only the forecast regressions train it")
-    continuation: str = option(
-        "state", "model head: what the TD-learnt continuation C reads: state (the market and "
-        "the portfolio, C(x, p, a); the update evaluates the network once per next position) "
-        "or afterstate (the market and the position taken, C(x, a); once per sample, the "
-        "portfolio entering Q through the known reward and cost only)", choices=CONTINUATIONS)
     # Parameters, optimiser state and the loss stay float32 in every case.
     precision: str = option(
         "tf32", "matmul precision: tf32 (the backend default: TF32 tensor cores on NVIDIA "
@@ -180,8 +174,6 @@ class NetConfig:
         _check(self.precision in PRECISIONS, "--precision", "one of " + ", ".join(PRECISIONS),
                self.precision)
         _check(self.q_head in Q_HEADS, "--q-head", "generic or model", self.q_head)
-        _check(self.continuation in CONTINUATIONS, "--continuation", "state or afterstate",
-               self.continuation)
 
 
 BACKUPS = ("taken", "all")
@@ -278,8 +270,8 @@ class TrainConfig:
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
-    # 527 = the settings looked at to choose the defaults, counted in docs/findings.md.
-    prior_trials: int = option(527, "trials looked at outside this run (e.g. the settings tried "
+    # 547 = the settings looked at to choose the defaults, counted in docs/findings.md.
+    prior_trials: int = option(547, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/findings.md), added to the DSR's "
                                "count of trials")
 
@@ -328,9 +320,6 @@ class RunConfig:
         _check(not (model and self.agent.backup == "taken"), "--backup",
                "all or unset with --q-head model (it backs up every position)",
                self.agent.backup)
-        _check(model or self.net.continuation == "state", "--continuation",
-               "state or unset with --q-head generic (it has no continuation)",
-               self.net.continuation)
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:
@@ -410,6 +399,8 @@ REMOVED_FIELDS = {
     ("env", "dsr_eta"): Removed(0.01, "study 3", "2026-12-03", read_if=("reward", "dsr")),
     ("train", "forecast_shrink"): Removed("off", "study 25", "2026-12-03"),
     ("agent", "continuation_weight"): Removed(1.0, "study 27", "2026-12-04"),
+    ("net", "continuation"): Removed("afterstate", "study 28", "2026-12-04",
+                                     read_if=("q_head", "model")),
 }
 # Choices removed from a field that remains, with the studies that rejected them and the date.
 REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03"),

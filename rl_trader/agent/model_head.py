@@ -4,20 +4,20 @@ The market is exogenous and the learning reward is a known function of the next 
 return ℓ, the held signed fraction p and the target a (`env.expected_reward`). With x the
 market state at the close of bar t and s the train std of ℓ (`FoldData.return_scale`):
 
-    Q(x, p, a) = ρ·E[R(p → a) | x] + C(x, p, a)
-               = ρ·[a·(μ + ½m₂) − ½κ·a²·m₂ − cost(a − p)] + C(x, p, a),
+    Q(x, p, a) = ρ·E[R(p → a) | x] + C(x, a)
+               = ρ·[a·(μ + ½m₂) − ½κ·a²·m₂ − cost(a − p)] + C(x, a),
     μ = s·μ̂(x),  m₂ = s²·m̂₂(x)
 
 ρ = `reward_scale`, κ = `env.risk_curvature`, the cost the env's own `trade_cost`; μ̂ and m̂₂
 are the network's forecasts of y = ℓ/s (the aux target) and y², and C = γ·E[V(x', p'_a) | x]
 is the continuation: the discounted value of holding a into the next bar, W(a) of
-`ModelQNetwork` (a branching dueling head over the next position). Only C is left to
-TD. Each stored pre-state backs up every one of the K = 2M + 1 positions a ("full-action
-backups", `learner.counterfactual_step`: the env's own step gives the next position p'_a and
-portfolio features), with double DQN (online selects, target evaluates):
+`ModelQNetwork` (a branching dueling head over the position taken, on the market alone: the
+afterstate). Only C is left to TD. Each stored pre-state backs up every one of the
+K = 2M + 1 positions a ("full-action backups", `learner.counterfactual_step`: the env's own
+step gives the next position p'_a), with double DQN (online selects, target evaluates):
 
     â'_a = argmax_{a'} Q(x_{t+1}, p'_a, a'),   y_a = γ·(1 − terminated_a)·Q̄(x_{t+1}, p'_a, â'_a)
-    δ_a  = y_a − C(x_t, p_t, a)
+    δ_a  = y_a − C(x_t, a)
 
 and the forecasts are plain regressions with exact targets on the sampled training bars:
 
@@ -43,14 +43,13 @@ from rl_trader.agent.learner import (
     LossInfo,
     TrainState,
     apply_loss,
-    apply_positions,
     full_action_backups,
     huber,
     position_actions,
     random_actions,
     traced_once,
 )
-from rl_trader.agent.networks import GRN, centred, encode_market, encode_portfolio, head
+from rl_trader.agent.networks import GRN, centred, encode_market, head
 from rl_trader.agent.replay import NStep
 from rl_trader.config import AgentConfig, EnvConfig, NetConfig, RunConfig
 from rl_trader.data.fold_data import FoldData, Obs
@@ -71,19 +70,19 @@ class ModelOut:
 
 class ModelQNetwork(nn.Module):
     """The model head's network: forecasts μ̂ and m̂₂ = softplus(·) ≥ 0 from a forecast GRN on
-    the market encoding, and the continuation over the next position as a branching dueling
-    head on a trunk, W(d, m) = V + Ã_dir(d) + [d ≠ flat]·Ã_mag(m), Ã the centred advantages.
+    the market encoding, and the continuation over the position taken as a branching dueling
+    head on a trunk over the market encoding, W(d, m) = V + Ã_dir(d) + [d ≠ flat]·Ã_mag(m),
+    Ã the centred advantages.
 
-    The trunk reads the market encoding and, with `NetConfig.continuation` "state", the
-    portfolio encoding too: C(x, p, a). With "afterstate" it reads the market alone, C(x, a):
-    the value of holding a into the next bar given the market (the post-decision state). That
-    is exact for this env up to the held fraction's drift within the bar and the
-    equity-relative portfolio variables, since from (x, a) the next bar's reward and state no
-    longer depend on p; the portfolio then enters Q only through the known reward's cost, and
-    the portfolio VSN is not built (its weights read 0). Unless `NetConfig.td_to_encoder`, the
-    trunk reads the market encoding through a stop-gradient: the continuation's TD loss then
-    trains the trunk (and the portfolio VSN), and only the regressions train the market
-    encoder."""
+    The continuation reads the afterstate, C(x, a): the value of holding a into the next bar
+    given the market (the post-decision state). From (x, a) the next bar's reward and state no
+    longer depend on the position p held before, except through the held fraction's drift
+    within the bar and the equity-relative portfolio variables, which the reward does not read.
+    So p enters Q exactly, through the known reward's cost, and the network has no portfolio
+    VSN (its weights read 0); study 28 chose this over C(x, p, a) for the bytes of the update.
+    Unless `NetConfig.td_to_encoder`, the trunk reads the market encoding through a
+    stop-gradient: the continuation's TD loss then trains the trunk and the heads, and only
+    the regressions train the market encoder."""
 
     cfg: NetConfig
     n_magnitudes: int
@@ -97,26 +96,19 @@ class ModelQNetwork(nn.Module):
         enc, ctx = market, context
         if not cfg.td_to_encoder:
             enc, ctx = jax.lax.stop_gradient((market, context))
-        if cfg.continuation == "state":
-            portfolio, w_port = encode_portfolio(obs, cfg)
-            enc = jnp.concatenate([enc, portfolio], -1)
-        else:
-            w_port = jnp.zeros(obs.portfolio.shape, jnp.float32)
         trunk = GRN(cfg.trunk, precision=p, name="trunk")(enc, ctx)
         value = head(1, "value", trunk, p)
         return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),
                         w_direction=value + centred(head(3, "adv_direction", trunk, p)),
                         w_magnitude=centred(head(self.n_magnitudes, "adv_magnitude", trunk, p)),
-                        market_weights=w_market, portfolio_weights=w_port)
+                        market_weights=w_market,
+                        portfolio_weights=jnp.zeros(obs.portfolio.shape, jnp.float32))
 
 
-def next_state_outputs(apply_fn, params: chex.ArrayTree, obs_t: Obs,
-                       continuation: str) -> ModelOut:
+def next_state_outputs(apply_fn, params: chex.ArrayTree, obs_t: Obs) -> ModelOut:
     """The network at the K next states of each pre-state, leaves [B, K, ...] (market [B, F],
-    portfolio [B, K, P]): once per next position (`learner.apply_positions`), or, for the
-    afterstate continuation, which reads no portfolio, once per sample and broadcast over K."""
-    if continuation == "state":
-        return apply_positions(apply_fn, params, obs_t)
+    portfolio [B, K, P]). The network reads no portfolio variable, so it runs once a sample and
+    is broadcast over the K next positions."""
     n_pos = obs_t.portfolio.shape[1]
     out = apply_fn(params, obs_t.replace(portfolio=obs_t.portfolio[:, 0]))
     return jax.tree.map(lambda x: jnp.broadcast_to(x[:, None], x.shape[:1] + (n_pos,)
@@ -200,20 +192,18 @@ def model_loss(out_tm1: ModelOut, out_t_online: ModelOut, out_t_target: ModelOut
 
 
 def model_update(state: TrainState, apply_fn, obs_tm1: Obs, backups: Backups, y_tm1: jax.Array,
-                 cfg: AgentConfig, env_cfg: EnvConfig, net: NetConfig,
-                 hp: HParams) -> tuple[TrainState, LossInfo]:
+                 cfg: RunConfig, hp: HParams) -> tuple[TrainState, LossInfo]:
     """One gradient step of the model head (`model_loss`) on the full-action `backups` of the
     pre-states observed as `obs_tm1` [B]."""
-    out_t_target = next_state_outputs(apply_fn, state.target_params, backups.obs_t,
-                                      net.continuation)
+    out_t_target = next_state_outputs(apply_fn, state.target_params, backups.obs_t)
     out_t_online = jax.lax.stop_gradient(next_state_outputs(apply_fn, state.params,
-                                                            backups.obs_t, net.continuation))
+                                                            backups.obs_t))
 
     def loss_fn(params):
         return model_loss(apply_fn(params, obs_tm1), out_t_online, out_t_target, backups, y_tm1,
-                          cfg, env_cfg, hp.aux_weight)
+                          cfg.agent, cfg.env, hp.aux_weight)
 
-    return apply_loss(state, loss_fn, cfg, hp)
+    return apply_loss(state, loss_fn, cfg.agent, hp)
 
 
 def greedy_actions(q: jax.Array, n_magnitudes: int) -> tuple[jax.Array, jax.Array]:
@@ -270,8 +260,7 @@ def make(cfg: RunConfig) -> Head:
     def learn(state: TrainState, sample: NStep, obs_tm1: Obs, y_tm1: jax.Array,
               fold: FoldData, hp: HParams) -> tuple[TrainState, LossInfo]:
         backups = full_action_backups(sample.state_tm1, obs_tm1, fold, cfg, hp.gamma)
-        return model_update(state, apply, obs_tm1, backups, y_tm1, cfg.agent, cfg.env, cfg.net,
-                            hp)
+        return model_update(state, apply, obs_tm1, backups, y_tm1, cfg, hp)
 
     def describe(out: ModelOut, position: jax.Array, scale: jax.Array) -> dict[str, jax.Array]:
         q_pos = ensemble_q(out, position, scale, cfg)

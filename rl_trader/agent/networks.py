@@ -162,13 +162,10 @@ def encode_market(obs: Obs, cfg: NetConfig) -> tuple[jax.Array | None, jax.Array
     return context, market, w_market
 
 
-def encode_portfolio(obs: Obs, cfg: NetConfig) -> tuple[jax.Array, jax.Array]:
-    """The portfolio VSN's output [..., d] and weights [..., P] (inside a compact module)."""
-    return VSN(cfg.hidden, cfg.precision, name="portfolio_vsn")(obs.portfolio)
-
-
 def encode(obs: Obs, cfg: NetConfig) -> tuple[jax.Array | None, jax.Array, jax.Array,
                                               jax.Array, jax.Array]:
-    """Both heads' encoder (called inside a compact module): `encode_market`'s three outputs,
-    then `encode_portfolio`'s two."""
-    return *encode_market(obs, cfg), *encode_portfolio(obs, cfg)
+    """The generic head's encoder (called inside a compact module): `encode_market`'s three
+    outputs, then the portfolio VSN's output [..., d] and weights [..., P]."""
+    context, market, w_market = encode_market(obs, cfg)
+    portfolio, w_port = VSN(cfg.hidden, cfg.precision, name="portfolio_vsn")(obs.portfolio)
+    return context, market, w_market, portfolio, w_port

@@ -77,7 +77,10 @@ def print_prediction(pred: dict) -> None:
     for name, w in sorted(pred["market_vsn_weights"].items(), key=lambda kv: -kv[1]):
         vsn.add_row(name, f"{w:.3f}")
     vsn.add_section()
-    for name, w in pred["portfolio_vsn_weights"].items():
+    portfolio = pred["portfolio_vsn_weights"]
+    if not any(portfolio.values()):  # the model head reads no portfolio variable
+        vsn.add_row("portfolio", "not read")
+    for name, w in portfolio.items() if any(portfolio.values()) else ():
         vsn.add_row(f"portfolio: {name}", f"{w:.3f}")
     console.print(vsn)
 

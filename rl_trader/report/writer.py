@@ -155,6 +155,9 @@ def _vsn(folds: list[dict], key: str, title: str) -> str:
            for k, f in enumerate(folds) if isinstance(f.get(key), dict) and f[key]}
     if not per:
         return note(f"No {key} in this run's summary.")
+    if not any(v for d in per.values() for v in d.values()):  # a softmax is never all 0
+        return note(f"{key}: all 0, the network reads none of these variables (the model "
+                    "head has no portfolio VSN: its continuation reads the market alone).")
     return img(plots.vsn_weights(per, title), title)
 
 

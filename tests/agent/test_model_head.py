@@ -25,7 +25,7 @@ from rl_trader.agent.model_head import (
     next_state_outputs,
     position_fractions,
 )
-from rl_trader.config import AgentConfig, EnvConfig, NetConfig
+from rl_trader.config import AgentConfig, EnvConfig, NetConfig, RunConfig
 from tests.helpers import P, init_params, make_obs
 
 ENV = EnvConfig(magnitudes=(0.5, 1.0), reward="log")  # K = 5: 0, −0.5, −1, +0.5, +1
@@ -153,19 +153,20 @@ def test_greedy_and_epsilon_greedy_positions():
 
 # --- the afterstate continuation C(x, a) ------------------------------------------------------
 
-AFTER = NetConfig(hidden=4, trunk=8, context=4, continuation="afterstate")
+SMALL = NetConfig(hidden=4, trunk=8, context=4)
 
 
 @pytest.fixture(scope="module")
-def afterstate_net():
-    net = ModelQNetwork(AFTER, len(ENV.magnitudes))
+def model_net():
+    net = ModelQNetwork(SMALL, len(ENV.magnitudes))
     return net, init_params(net, make_obs(0))
 
 
-def test_the_afterstate_network_reads_no_portfolio_variable(afterstate_net):
-    """Its outputs are the same whatever the portfolio; it has no portfolio VSN to train or
-    to follow by the EMA, and reports the portfolio variables' weights as 0."""
-    net, params = afterstate_net
+def test_the_network_reads_no_portfolio_variable(model_net):
+    """Its outputs are the same whatever the portfolio (the continuation reads the afterstate);
+    it has no portfolio VSN to train or to follow by the EMA, and reports the portfolio
+    variables' weights as 0."""
+    net, params = model_net
     assert not any("portfolio_vsn" in jax.tree_util.keystr(path)
                    for path, _ in jax.tree_util.tree_flatten_with_path(params)[0])
     obs = make_obs(1, (6,))
@@ -174,31 +175,28 @@ def test_the_afterstate_network_reads_no_portfolio_variable(afterstate_net):
     b = apply(params, obs.replace(portfolio=obs.portfolio[::-1] * 3.0 + 1.0))
     chex.assert_trees_all_equal(a, b)
     np.testing.assert_array_equal(a.portfolio_weights, np.zeros((6, P)))
-    state = NetConfig(hidden=4, trunk=8, context=4)
-    state_params = init_params(ModelQNetwork(state, len(ENV.magnitudes)), make_obs(0))
-    assert "portfolio_vsn" in state_params["params"]
 
 
-def test_afterstate_next_outputs_are_the_network_at_each_next_state(afterstate_net):
+def test_next_state_outputs_are_the_network_at_each_next_state(model_net):
     """One pass a sample, broadcast over the K next positions, equals the network evaluated at
     each next state (`learner.apply_positions`)."""
-    net, params = afterstate_net
+    net, params = model_net
     b, k = 3, len(POSITIONS)
     obs = make_obs(2, (b,))
     port = jnp.asarray(np.random.default_rng(3).normal(size=(b, k, P)), jnp.float32)
     obs_t = obs.replace(portfolio=port)
-    once = jax.jit(lambda o: next_state_outputs(net.apply, params, o, "afterstate"))(obs_t)
+    once = jax.jit(lambda o: next_state_outputs(net.apply, params, o))(obs_t)
     each = jax.jit(lambda o: learner.apply_positions(net.apply, params, o))(obs_t)
     chex.assert_trees_all_equal_shapes(once, each)
     chex.assert_trees_all_close(once, each, rtol=1e-5, atol=1e-6)
 
 
-def test_an_afterstate_update_moves_every_param_and_target_leaf(afterstate_net):
+def test_an_update_moves_every_param_and_target_leaf(model_net):
     """One gradient step: every parameter moves and the target follows the EMA on every leaf
-    (the tree the update sees is the afterstate network's whole tree)."""
-    net, params = afterstate_net
+    (the tree the update sees is the network's whole tree)."""
+    net, params = model_net
     b, k = 4, len(POSITIONS)
-    cfg = AgentConfig()
+    cfg = RunConfig(env=ENV, net=SMALL)
     obs_tm1 = make_obs(4, (b,))
     port = jnp.asarray(np.random.default_rng(5).normal(size=(b, k, P)), jnp.float32)
     backups = Backups(obs_t=make_obs(6, (b,)).replace(portfolio=port),
@@ -206,15 +204,14 @@ def test_an_afterstate_update_moves_every_param_and_target_leaf(afterstate_net):
                                                                      (b, 1)),
                       scale_tm1=jnp.full(b, 0.01), scale_t=jnp.full(b, 0.01),
                       r_t=jnp.zeros((b, k)), discount_t=jnp.full((b, k), 0.9))
-    state0 = learner.init_train_state(params, cfg)
+    state0 = learner.init_train_state(params, cfg.agent)
     state0 = state0.replace(target_params=jax.tree.map(jnp.zeros_like, params))
-    hp = learner.HParams.from_config(cfg)
+    hp = learner.HParams.from_config(cfg.agent)
     state1, info = jax.jit(lambda s: model_update(s, net.apply, obs_tm1, backups,
-                                                  jnp.linspace(-1.0, 1.0, b), cfg, ENV,
-                                                  AFTER, hp))(state0)
+                                                  jnp.linspace(-1.0, 1.0, b), cfg, hp))(state0)
     chex.assert_tree_all_finite((state1, info))
     moved = jax.tree.map(lambda x, y: bool(np.any(np.asarray(x) != np.asarray(y))),
                          state0.params, state1.params)
     assert all(jax.tree.leaves(moved)), moved
-    want = jax.tree.map(lambda x: cfg.tau * np.asarray(x), state1.params)
+    want = jax.tree.map(lambda x: cfg.agent.tau * np.asarray(x), state1.params)
     chex.assert_trees_all_close(state1.target_params, want, rtol=1e-6, atol=1e-9)

@@ -141,9 +141,6 @@ def test_the_model_head_refuses_what_it_cannot_do():
     with pytest.raises(InputError, match="option --backup='taken'.*with --q-head model"):
         parse("--q-head", "model", "--backup", "taken")
     assert parse("--lookback", "1").features.lookback == 1  # bar-level inputs
-    assert parse("--continuation", "afterstate").net.continuation == "afterstate"
-    with pytest.raises(InputError, match="option --continuation='afterstate'.*--q-head generic"):
-        parse("--q-head", "generic", "--continuation", "afterstate")
 
 
 @pytest.mark.parametrize("section, name, old, value", [
@@ -152,7 +149,8 @@ def test_the_model_head_refuses_what_it_cannot_do():
     ("agent", "bootstrap_block", 0, 32), ("agent", "dropout", 0.0, 0.2),
     ("net", "embedding", "none", "ple"), ("train", "forecast_patience", 0, 2),
     ("train", "forecast_shrink", "off", "validation"),
-    ("agent", "continuation_weight", 1.0, 0.0)])
+    ("agent", "continuation_weight", 1.0, 0.0),
+    ("net", "continuation", "afterstate", "state")])
 def test_removed_options_in_a_saved_config(section, name, old, value):
     """The options issues 27 and 37 removed: a saved config holding the value every run had
     loads as today's config; another value is refused in one line naming the field, its
@@ -202,6 +200,16 @@ def test_a_saved_averaged_eval_params_is_refused_and_the_others_load():
                        "target") as err:
         config_from_dict(saved)
     assert "\n" not in str(err.value)
+
+
+def test_a_saved_state_continuation_is_refused_for_the_model_head_only():
+    """`--continuation` left after study 28 (the state form C(x, p, a)): a saved generic head,
+    which has no continuation, loads whatever the field held."""
+    from rl_trader.config import config_from_dict
+
+    saved = RunConfig().to_dict()
+    saved["net"] |= {"q_head": "generic", "continuation": "state"}
+    assert config_from_dict(saved).net.q_head == "generic"
 
 
 def test_a_saved_boolean_tree_forecast_reads_as_its_mode():

@@ -264,3 +264,14 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
                     url, tmp=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_weights_all_zero_say_the_network_reads_none_of_those_variables():
+    """The model head has no portfolio VSN, so its portfolio weights are all 0: a note, not a
+    chart of zeros."""
+    from rl_trader.report.writer import _vsn
+
+    folds = [{"fold": k, "portfolio_vsn_weights": dict.fromkeys(PORTFOLIO, 0.0)}
+             for k in range(2)]
+    got = _vsn(folds, "portfolio_vsn_weights", "portfolio state")
+    assert "reads none of these variables" in got and IMG_TAG not in got
