@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader import env
-from rl_trader.config import PRECISIONS, NetConfig, RunConfig, preset
+from rl_trader.config import PRECISIONS, RunConfig, preset
 from rl_trader.runtime.compile_cache import enable_compilation_cache
 
 if TYPE_CHECKING:
@@ -159,12 +159,11 @@ def population_epoch(cfg: RunConfig, size: int, data_spec: str = "synthetic:ar1"
     }
 
 
-def run_peers(peers, n_steps: int, net: NetConfig) -> dict:
-    """SB3 DQN vs rl_trader's agent (the default preset with the network `net`) on the
-    embedded S&P 500, same env steps and updates."""
+def run_peers(peers, n_steps: int) -> dict:
+    """SB3 DQN vs rl_trader's agent on the embedded S&P 500, same env steps and updates."""
     from rl_trader.run.prepare import prepare
 
-    cfg = dataclasses.replace(preset("default"), net=net)
+    cfg = preset("default")
     prep = prepare(cfg)
     single = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, n_envs=1))
     out = {"sb3_dqn": peers.sb3_dqn(n_steps, single, prep),
@@ -256,7 +255,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         except ImportError as err:  # optional: needs stable-baselines3 and gymnasium
             result["peers"] = {"skipped": str(err)}
         else:
-            result["peers"] = run_peers(peers, args.peer_steps, base.net)
+            result["peers"] = run_peers(peers, args.peer_steps)
             if result.get("population"):  # the population against SB3, in the same run
                 best = max(result["population"], key=lambda r: r["agent_updates_per_s"])
                 result["peers"]["population_size"] = best["population"]

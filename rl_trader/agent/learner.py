@@ -13,7 +13,8 @@ one step: beyond s'_a the path depends on the policy, not on the market alone, s
 counterfactual return would need the policy's own later actions from states that were never
 visited; n-step returns apply to the taken path only. The K next observations share one
 market row and window, so the network's market part is computed once per sample
-(`apply_positions`).
+(`apply_positions`; the model head, which reads no portfolio, runs its network once per
+sample, `model_head.next_state_outputs`).
 
 A Q-head (`Head`) is its network and four functions: ε-greedy exploration, a gradient step,
 the ensemble's greedy choice and the members' Q-values for `predict`. `heads.make_head(cfg)`

@@ -75,11 +75,15 @@ class ModelQNetwork(nn.Module):
     Ã the centred advantages.
 
     The continuation reads the afterstate, C(x, a): the value of holding a into the next bar
-    given the market (the post-decision state). From (x, a) the next bar's reward and state no
-    longer depend on the position p held before, except through the held fraction's drift
-    within the bar and the equity-relative portfolio variables, which the reward does not read.
-    So p enters Q exactly, through the known reward's cost, and the network has no portfolio
-    VSN (its weights read 0); study 28 chose this over C(x, p, a) for the bytes of the update.
+    given the market (the post-decision state). From (x, a) the next bar's reward and state
+    depend on the position p held before only through the cost of the move: it comes out of
+    equity, so the fraction held after the bar, p'_a = a·G/(1 − c + a(G − 1)) with G = C/O
+    the bar's open-to-close gross return and c the move's cost over the equity at the open,
+    moves by O(cost), and the equity-relative portfolio variables (which the reward does not
+    read) move too. C(x, a) fits the replay's average over p of that
+    O(cost) term; p enters Q through the known reward's cost, and the network has no
+    portfolio VSN (its weights read 0). Study 28 chose this over C(x, p, a) for the bytes of
+    the update.
     Unless `NetConfig.td_to_encoder`, the trunk reads the market encoding through a
     stop-gradient: the continuation's TD loss then trains the trunk and the heads, and only
     the regressions train the market encoder."""
@@ -146,7 +150,7 @@ def assemble(out: ModelOut, position: jax.Array, return_scale: jax.Array, cfg: E
 
 def model_td(c_tm1: jax.Array, q_t_value: jax.Array, q_t_selector: jax.Array,
              discount_t: jax.Array) -> jax.Array:
-    """TD errors δ [K] of one pre-state: C(x_t, p_t, ·) [K] against y_a = discount_a ·
+    """TD errors δ [K] of one pre-state: C(x_t, ·) [K] against y_a = discount_a ·
     Q̄(x_{t+1}, p'_a, argmax Q(x_{t+1}, p'_a, ·)), the next states' Q [K (a), K (a')] from
     the target (value) and online (selector) networks; discount_t [K] = γ·(1 − terminated)."""
     chex.assert_rank(c_tm1, 1)

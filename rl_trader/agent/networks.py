@@ -6,8 +6,9 @@
     Q_b(s, a) = V(s) + A_b(s, a) − mean_a' A_b(s, a')      for each branch b (BDQ)
 
 Each Q-head's network (`model_head.ModelQNetwork`, `generic_head.QNetwork`) is built from these
-parts on the encoder `encode`: a VSN over the market variables (with the look-back context)
-and one over the portfolio variables.
+parts on a VSN over the market variables with the look-back context (`encode_market`); the
+generic head's encoder `encode` adds one over the portfolio variables (the model head's
+continuation reads the afterstate and needs none).
 
 Inputs (leading batch axes allowed): market variables [..., F] at bar t, the look-back window
 [..., L, F] (bars t−L+1 … t), portfolio variables [..., P]. With L > 1 the window is summarised

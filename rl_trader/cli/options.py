@@ -140,7 +140,7 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items() if "." in k and v is not None}
 
 
-CPU_SEEDS = 1  # the default population on a CPU: seeds a fold (study 22)
+CPU_SEEDS = 2  # the default population on a CPU: seeds a fold (studies 22, 29)
 
 
 def config_from_args(args: argparse.Namespace, platform: str | None = None) -> RunConfig:
@@ -167,10 +167,10 @@ def config_from_args(args: argparse.Namespace, platform: str | None = None) -> R
 
 def cpu_population(cfg: RunConfig, platform: str | None = None) -> RunConfig:
     """`cfg` with `CPU_SEEDS` seeds a fold when `platform` (None: JAX's default backend) is
-    the CPU and it has more; printed. The main job's 12 members take 25 min 42 s on a 2-core
-    CPU, 3 take 4 min 16 s (`make train FOLDS=3`, 2026-12-02/03); on the gate's planted markets
-    the smaller ensemble costs 0.17 ± 0.04 of stitched test Sharpe
-    (docs/studies/22-cpu-population.md)."""
+    the CPU and it has more; printed. The largest population whose `make train FOLDS=3` fits
+    6 minutes on a 2-core CPU: 6 members take 4 min 2 s, 3 take 2 min 25 s (fresh clones,
+    2026-12-04); on the gate's planted markets 2 seeds against 4 cost 0.05 ± 0.06 of stitched
+    test Sharpe, 1 against 4 cost 0.17 ± 0.04 (docs/studies/29-cpu-two-seeds.md, 22)."""
     if cfg.train.seeds <= CPU_SEEDS:
         return cfg
     if platform is None:
@@ -179,10 +179,10 @@ def cpu_population(cfg: RunConfig, platform: str | None = None) -> RunConfig:
         platform = jax.default_backend()
     if platform != "cpu":
         return cfg
-    print(f"population: {CPU_SEEDS} seed a fold on a CPU ({cfg.train.seeds} on an "
-          f"accelerator), so that a run takes minutes, not half an hour; --seeds "
-          f"{cfg.train.seeds} trains the accelerator's ensemble (about 0.17 more test Sharpe on "
-          "the gate's planted markets, docs/studies/22-cpu-population.md)", flush=True)
+    print(f"population: {CPU_SEEDS} seeds a fold on a CPU ({cfg.train.seeds} on an "
+          f"accelerator), so that the main job takes minutes; --seeds {cfg.train.seeds} trains "
+          "the accelerator's ensemble (0.05 ± 0.06 more test Sharpe on the gate's planted "
+          "markets, within the noise: docs/studies/29-cpu-two-seeds.md)", flush=True)
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seeds=CPU_SEEDS))
 
 

@@ -98,7 +98,7 @@ def test_the_default_population_is_smaller_on_a_cpu_and_says_so(tmp_path, capsys
     gpu = config_from_args(args([]), platform="gpu")
     assert capsys.readouterr().out == "" and gpu == preset("default")
     cpu = config_from_args(args([]), platform="cpu")
-    assert "population: 1 seed a fold on a CPU (4 on an accelerator)" in capsys.readouterr().out
+    assert "population: 2 seeds a fold on a CPU (4 on an accelerator)" in capsys.readouterr().out
     assert cpu == dataclasses.replace(gpu, train=dataclasses.replace(gpu.train,
                                                                      seeds=CPU_SEEDS))
     assert config_from_args(args(["--seeds", "4"]), platform="cpu") == gpu
@@ -203,12 +203,16 @@ def test_a_saved_averaged_eval_params_is_refused_and_the_others_load():
 
 
 def test_a_saved_state_continuation_is_refused_for_the_model_head_only():
-    """`--continuation` left after study 28 (the state form C(x, p, a)): a saved generic head,
-    which has no continuation, loads whatever the field held."""
+    """`--continuation` left after study 28 (the state form C(x, p, a)): a saved model head
+    holding it is refused; a saved generic head, which has no continuation, loads whatever
+    the field held."""
     from rl_trader.config import config_from_dict
 
     saved = RunConfig().to_dict()
-    saved["net"] |= {"q_head": "generic", "continuation": "state"}
+    saved["net"] |= {"q_head": "model", "continuation": "state"}
+    with pytest.raises(InputError, match="net.continuation='state'.*study 28"):
+        config_from_dict(saved)
+    saved["net"] |= {"q_head": "generic"}
     assert config_from_dict(saved).net.q_head == "generic"
 
 
