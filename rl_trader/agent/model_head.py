@@ -80,10 +80,10 @@ class ModelQNetwork(nn.Module):
     equity, so the fraction held after the bar, p'_a = a·G/(1 − c + a(G − 1)) with G = C/O
     the bar's open-to-close gross return and c the move's cost over the equity at the open,
     moves by O(cost), and the equity-relative portfolio variables (which the reward does not
-    read) move too. C(x, a) fits the replay's average over p of that
-    O(cost) term; p enters Q through the known reward's cost, and the network has no
-    portfolio VSN (its weights read 0). Study 28 chose this over C(x, p, a) for the bytes of
-    the update.
+    read) move too. C(x, a) fits the replay's average over p of that O(cost) term; p enters
+    Q through the known reward's cost, and the network has no portfolio VSN (its weights
+    read 0). Study 28 chose this over C(x, p, a) for the bytes of the update.
+
     Unless `NetConfig.td_to_encoder`, the trunk reads the market encoding through a
     stop-gradient: the continuation's TD loss then trains the trunk and the heads, and only
     the regressions train the market encoder."""

@@ -78,10 +78,11 @@ def print_prediction(pred: dict) -> None:
         vsn.add_row(name, f"{w:.3f}")
     vsn.add_section()
     portfolio = pred["portfolio_vsn_weights"]
-    if not any(portfolio.values()):  # the model head reads no portfolio variable
+    if any(portfolio.values()):
+        for name, w in portfolio.items():
+            vsn.add_row(f"portfolio: {name}", f"{w:.3f}")
+    else:  # all 0: the model head reads no portfolio variable
         vsn.add_row("portfolio", "not read")
-    for name, w in portfolio.items() if any(portfolio.values()) else ():
-        vsn.add_row(f"portfolio: {name}", f"{w:.3f}")
     console.print(vsn)
 
 
