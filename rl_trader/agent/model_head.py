@@ -287,7 +287,8 @@ def shrink_params(params: dict, weight: jax.Array, centre: jax.Array) -> dict:
     (w = `weight`, μ̄ = `centre`), m̂₂ unchanged. μ̂ is column 0 of the linear `MOMENTS` head,
     so its kernel column is scaled by w and its bias becomes w·b + (1 − w)·μ̄; C = V + Ã_dir
     + [d ≠ flat]·Ã_mag is linear in the `CONTINUATION_HEADS`' outputs (the centring too), so
-    scaling their kernels and biases by w scales C by w exactly."""
+    scaling their kernels and biases by w scales C by w (exactly up to the rounding of the
+    rescaled weights in the matmul precision)."""
     inner = dict(params["params"])
     dense = inner[MOMENTS]
     kernel, bias = jnp.asarray(dense["kernel"]), jnp.asarray(dense["bias"])

@@ -125,7 +125,9 @@ def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup):
 def test_skill_shrink_reads_train_and_validation_bars_only(setup):
     """`--skill-shrink validation` after an epoch: w is the noise-shrunk slope of the
     targets on μ̂ over the validation decisions, μ̄ the mean of μ̂ over the train bars, and
-    nothing from the test block on is read (scrambled there, the result is the same)."""
+    nothing from the last validation decision's target on is read: with skill planted in the
+    validation targets (so w > 0), scrambling every bar from val₁ − 1 on (the gap and the test
+    block) changes nothing, while the last decision's own target, at val₁ − 2, moves w."""
     prep, datas, trainer, _ = setup
     fold = datas[0]
     runner, _ = trainer.epoch(trainer.init(jax.random.PRNGKey(7), fold), fold, HP)
@@ -156,6 +158,26 @@ def test_skill_shrink_reads_train_and_validation_bars_only(setup):
     shrunk2, w2 = shrink(params, other)
     assert float(w2) == float(w)
     chex.assert_trees_all_equal(shrunk2, shrunk)
+    # skill planted on the validation decisions: y = ½·μ̂ + noise there
+    y_planted = y.copy()
+    dec = slice(v0 - 1, v1 - 1)
+    y_planted[dec] = 0.5 * (mu[dec] - mu[dec].mean()) / mu[dec].std() + 0.3 * rng.normal(
+        size=v1 - v0)
+    planted = fold.replace(aux_target=jnp.asarray(y_planted, jnp.float32))
+    shrunk_p, w_p = shrink(params, planted)
+    assert 0.0 < float(w_p) < 1.0
+    y_late = y_planted.copy()
+    y_late[v1 - 1:] = rng.normal(size=len(y_late) - (v1 - 1))
+    feats = np.array(fold.features)
+    feats[v1 - 1:] = rng.normal(size=feats[v1 - 1:].shape)
+    late = planted.replace(features=jnp.asarray(feats), aux_target=jnp.asarray(y_late))
+    shrunk_l, w_l = shrink(params, late)
+    assert float(w_l) == float(w_p)
+    chex.assert_trees_all_equal(shrunk_l, shrunk_p)
+    y_last = y_planted.copy()
+    y_last[v1 - 2] += 50.0 * y_planted[dec].std()
+    _, w_last = shrink(params, planted.replace(aux_target=jnp.asarray(y_last, jnp.float32)))
+    assert float(w_last) != float(w_p)
 
 
 ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"))
