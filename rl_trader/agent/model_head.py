@@ -69,6 +69,12 @@ class ModelOut:
     portfolio_weights: jax.Array  # [..., P]
 
 
+MOMENTS = "moments"  # the Dense head of `ModelQNetwork` whose output 0 is μ̂
+# its Dense heads of V, the direction and the magnitude advantages: C is linear in their outputs
+VALUE, ADV_DIRECTION, ADV_MAGNITUDE = CONTINUATION_HEADS = ("value", "adv_direction",
+                                                            "adv_magnitude")
+
+
 class ModelQNetwork(nn.Module):
     """The model head's network: forecasts μ̂ and m̂₂ = softplus(·) ≥ 0 from a forecast GRN on
     the market encoding, and the continuation over the position taken as a branching dueling
@@ -97,15 +103,15 @@ class ModelQNetwork(nn.Module):
         cfg, p = self.cfg, self.cfg.precision
         context, market, w_market = encode_market(obs, cfg)
         forecast = GRN(cfg.trunk, precision=p, name="forecast")(market, context)
-        moments = head(2, "moments", forecast, p)
+        moments = head(2, MOMENTS, forecast, p)
         enc, ctx = market, context
         if not cfg.td_to_encoder:
             enc, ctx = jax.lax.stop_gradient((market, context))
         trunk = GRN(cfg.trunk, precision=p, name="trunk")(enc, ctx)
-        value = head(1, "value", trunk, p)
+        value = head(1, VALUE, trunk, p)
         return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),
-                        w_direction=value + centred(head(3, "adv_direction", trunk, p)),
-                        w_magnitude=centred(head(self.n_magnitudes, "adv_magnitude", trunk, p)),
+                        w_direction=value + centred(head(3, ADV_DIRECTION, trunk, p)),
+                        w_magnitude=centred(head(self.n_magnitudes, ADV_MAGNITUDE, trunk, p)),
                         market_weights=w_market,
                         portfolio_weights=jnp.zeros(obs.portfolio.shape, jnp.float32))
 
@@ -250,10 +256,6 @@ def greedy(out: ModelOut, position: jax.Array, scale: jax.Array,
     q_pos = ensemble_q(out, position, scale, cfg).mean(0)
     best = jnp.argmax(q_pos)
     return position_fractions(cfg.env)[best], q_pos[best]
-
-
-MOMENTS = "moments"  # the Dense head of `ModelQNetwork` whose output 0 is μ̂
-CONTINUATION_HEADS = ("value", "adv_direction", "adv_magnitude")  # C is linear in their outputs
 
 
 def shrink_weight(mu_val: jax.Array, y_val: jax.Array, mask: jax.Array) -> jax.Array:
