@@ -245,7 +245,6 @@ class AgentConfig:
 
 
 EVAL_PARAMS = ("online", "target")
-SKILL_SHRINKS = ("off", "validation")  # `model_head.skill_shrink`
 
 
 # The gbm baseline's candidate boosting iterations (`gbm.fit_gbm`), up to
@@ -268,17 +267,11 @@ class TrainConfig:
                         "trains 2 on a CPU unless this is given")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
-    skill_shrink: str = option(
-        "off", "model head: act from the forecast μ̂ shrunk towards its train-segment mean and "
-        "the continuation C scaled, both by the forecast's own skill on the fold's validation "
-        "block (off: as learnt; validation: w = clip(β̂·(1 − 1/t²)₊, 0, 1) of its validation "
-        "slope β̂ and t-statistic, so an agent without skill holds the drift sized by m̂₂)",
-        choices=SKILL_SHRINKS)
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
-    # 557 = the settings looked at to choose the defaults, counted in docs/findings.md.
-    prior_trials: int = option(557, "trials looked at outside this run (e.g. the settings tried "
+    # 587 = the settings looked at to choose the defaults, counted in docs/findings.md.
+    prior_trials: int = option(587, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/findings.md), added to the DSR's "
                                "count of trials")
 
@@ -292,8 +285,6 @@ class TrainConfig:
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
         _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online or target",
                self.eval_params)
-        _check(self.skill_shrink in SKILL_SHRINKS, "--skill-shrink", "off or validation",
-               self.skill_shrink)
         _check(self.gbm_iterations in GBM_ITERATIONS, "--gbm-iterations",
                f"one of {', '.join(map(str, GBM_ITERATIONS))}", self.gbm_iterations)
         _check(0 <= self.prior_trials <= 10_000_000, "--prior-trials", "an integer >= 0",
@@ -329,9 +320,6 @@ class RunConfig:
         _check(not (model and self.agent.backup == "taken"), "--backup",
                "all or unset with --q-head model (it backs up every position)",
                self.agent.backup)
-        _check(model or self.train.skill_shrink == "off", "--skill-shrink",
-               "off with --q-head generic (it shrinks the model head's forecast and continuation)",
-               self.train.skill_shrink)
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:
@@ -413,6 +401,7 @@ REMOVED_FIELDS = {
     ("agent", "continuation_weight"): Removed(1.0, "study 27", "2026-12-04"),
     ("net", "continuation"): Removed("afterstate", "study 28", "2026-12-04",
                                      read_if=("q_head", "model")),
+    ("train", "skill_shrink"): Removed("off", "study 30", "2026-12-04"),
 }
 # Choices removed from a field that remains, with the studies that rejected them and the date.
 REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03"),

@@ -43,7 +43,6 @@ from rl_trader.agent.learner import (
     LossInfo,
     TrainState,
     apply_loss,
-    as_learnt,
     full_action_backups,
     huber,
     position_actions,
@@ -53,7 +52,7 @@ from rl_trader.agent.learner import (
 from rl_trader.agent.networks import GRN, centred, encode_market, head
 from rl_trader.agent.replay import NStep
 from rl_trader.config import AgentConfig, EnvConfig, NetConfig, RunConfig
-from rl_trader.data.fold_data import FoldData, Obs, observe_batch
+from rl_trader.data.fold_data import FoldData, Obs
 from rl_trader.env import FLAT
 
 
@@ -67,12 +66,6 @@ class ModelOut:
     w_magnitude: jax.Array  # [..., M] centred magnitude advantages (continuation)
     market_weights: jax.Array  # [..., F]
     portfolio_weights: jax.Array  # [..., P]
-
-
-MOMENTS = "moments"  # the Dense head of `ModelQNetwork` whose output 0 is μ̂
-# its Dense heads of V, the direction and the magnitude advantages: C is linear in their outputs
-VALUE, ADV_DIRECTION, ADV_MAGNITUDE = CONTINUATION_HEADS = ("value", "adv_direction",
-                                                            "adv_magnitude")
 
 
 class ModelQNetwork(nn.Module):
@@ -103,15 +96,15 @@ class ModelQNetwork(nn.Module):
         cfg, p = self.cfg, self.cfg.precision
         context, market, w_market = encode_market(obs, cfg)
         forecast = GRN(cfg.trunk, precision=p, name="forecast")(market, context)
-        moments = head(2, MOMENTS, forecast, p)
+        moments = head(2, "moments", forecast, p)
         enc, ctx = market, context
         if not cfg.td_to_encoder:
             enc, ctx = jax.lax.stop_gradient((market, context))
         trunk = GRN(cfg.trunk, precision=p, name="trunk")(enc, ctx)
-        value = head(1, VALUE, trunk, p)
+        value = head(1, "value", trunk, p)
         return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),
-                        w_direction=value + centred(head(3, ADV_DIRECTION, trunk, p)),
-                        w_magnitude=centred(head(self.n_magnitudes, ADV_MAGNITUDE, trunk, p)),
+                        w_direction=value + centred(head(3, "adv_direction", trunk, p)),
+                        w_magnitude=centred(head(self.n_magnitudes, "adv_magnitude", trunk, p)),
                         market_weights=w_market,
                         portfolio_weights=jnp.zeros(obs.portfolio.shape, jnp.float32))
 
@@ -258,70 +251,6 @@ def greedy(out: ModelOut, position: jax.Array, scale: jax.Array,
     return position_fractions(cfg.env)[best], q_pos[best]
 
 
-def shrink_weight(mu_val: jax.Array, y_val: jax.Array, mask: jax.Array) -> jax.Array:
-    """The forecast's weight w ∈ [0, 1] from its skill on the validation decisions: the bars
-    where `mask` [V] holds, each forecast μ̂ [V] of its realised target y [V] (other bars are
-    never used, whatever their values). With β̂ the least-squares slope of y on μ̂ there and
-    t = β̂ / se(β̂) (n − 2 degrees of freedom),
-
-        w = clip(β̂ · max(0, 1 − 1/t²), 0, 1),
-
-    the slope times the plug-in estimate of its MSE-optimal shrink factor β²/(β² + se²); 0 for
-    a constant forecast or fewer than three bars."""
-    chex.assert_equal_shape([mu_val, y_val, mask])
-    n = mask.sum().astype(jnp.float32)
-    x = jnp.where(mask, mu_val, 0.0)
-    y = jnp.where(mask, y_val, 0.0)
-    x_bar, y_bar = x.sum() / n, y.sum() / n
-    dx, dy = jnp.where(mask, x - x_bar, 0.0), jnp.where(mask, y - y_bar, 0.0)
-    sxx, sxy, syy = (dx * dx).sum(), (dx * dy).sum(), (dy * dy).sum()
-    ok = (sxx > 0) & (n > 2)
-    sxx_ = jnp.where(ok, sxx, 1.0)
-    beta = jnp.where(ok, sxy / sxx_, 0.0)
-    resid = jnp.maximum(syy - beta * sxy, 0.0) / jnp.maximum(n - 2.0, 1.0)
-    t2 = sxy**2 / (sxx_ * jnp.maximum(resid, 1e-30))  # = β̂² / se²
-    w = beta * jnp.maximum(0.0, 1.0 - 1.0 / jnp.maximum(t2, 1e-30))
-    return jnp.where(ok, jnp.clip(w, 0.0, 1.0), 0.0)
-
-
-def shrink_params(params: dict, weight: jax.Array, centre: jax.Array) -> dict:
-    """`params` whose forecast is μ̃ = w·μ̂ + (1 − w)·μ̄ and whose continuation is w·C
-    (w = `weight`, μ̄ = `centre`), m̂₂ unchanged. μ̂ is column 0 of the linear `MOMENTS` head,
-    so its kernel column is scaled by w and its bias becomes w·b + (1 − w)·μ̄; C = V + Ã_dir
-    + [d ≠ flat]·Ã_mag is linear in the `CONTINUATION_HEADS`' outputs (the centring too), so
-    scaling their kernels and biases by w scales C by w (exactly up to the rounding of the
-    rescaled weights in the matmul precision)."""
-    inner = dict(params["params"])
-    dense = inner[MOMENTS]
-    kernel, bias = jnp.asarray(dense["kernel"]), jnp.asarray(dense["bias"])
-    inner[MOMENTS] = {**dense, "kernel": kernel.at[:, 0].multiply(weight),
-                      "bias": bias.at[0].set(weight * bias[0] + (1.0 - weight) * centre)}
-    for name in CONTINUATION_HEADS:
-        inner[name] = jax.tree.map(lambda x: weight * x, inner[name])
-    return {**params, "params": inner}
-
-
-def skill_shrink(apply_fn, params: dict, fold: FoldData,
-                 cfg: RunConfig) -> tuple[dict, jax.Array]:
-    """The params one agent acts from under `--skill-shrink validation`, and w: its forecast
-    μ̂ on every bar (it reads the market alone, so the portfolio is left flat), w from
-    `shrink_weight` on the validation decisions (bars val₀ − 1 … val₁ − 2, each forecasting
-    `aux_target`, the next bar's return), μ̂ shrunk towards μ̄, its mean over the train bars
-    [train₀, train₁ − 1), and C scaled by w (`shrink_params`). An agent whose forecast shows
-    no skill on validation (w = 0) then acts on the known reward at the train-mean forecast
-    alone: net of costs, it holds the grid position nearest a* = (μ̄ + ½m̂₂)/(κm̂₂), the drift
-    sized by its variance forecast. μ̂ is
-    computed on every bar of the (padded) arrays, but no bar from val₁ on is used."""
-    bars = jnp.arange(fold.aux_target.shape[0])
-    flat = jnp.zeros((bars.shape[0], len(env.PORTFOLIO_NAMES)), jnp.float32)
-    mu = apply_fn(params, observe_batch(fold, bars, flat, cfg.features)).aux
-    train = (bars >= fold.train[0]) & (bars < fold.train[1] - 1)
-    val = (bars >= fold.val[0] - 1) & (bars <= fold.val[1] - 2)
-    centre = jnp.where(train, mu, 0.0).sum() / jnp.maximum(train.sum(), 1)
-    weight = shrink_weight(mu, fold.aux_target, val)
-    return shrink_params(params, weight, centre), weight
-
-
 def make(cfg: RunConfig) -> Head:
     """The model head of `cfg` (`learner.Head`)."""
     net = ModelQNetwork(cfg.net, len(cfg.env.magnitudes))
@@ -342,11 +271,7 @@ def make(cfg: RunConfig) -> Head:
         return {"fraction": position_fractions(cfg.env)[jnp.argmax(q_pos, -1)],
                 "q_position": q_pos, "next_return_second_moment": out.second_moment * scale**2}
 
-    def shrunk(params: dict, fold: FoldData) -> tuple[dict, jax.Array]:
-        return skill_shrink(apply, params, fold, cfg)
-
     return Head(network=net, explore=explore, update=learn,
-                acting=shrunk if cfg.train.skill_shrink == "validation" else as_learnt,
                 greedy=lambda out, position, scale: greedy(out, position, scale, cfg),
                 describe=describe,
                 labels={"q_position": tuple(f"{x:+g}" for x in (

@@ -36,13 +36,9 @@ class Diagnostics:
     positions: the greedy (ensemble-mean) position at every validation bar, from which the
     churn (fraction of bars whose position changed since the last epoch) and the magnitude
     distribution are derived.
-    forecast_ic: on validation, the correlation of the aux head's forecast (ensemble mean, as
-    the policy acts from it: shrunk under `--skill-shrink`) with the next-bar return it
-    predicts (`forecast_ic`), the forecast's information coefficient; None in the summary when
-    that forecast is constant (every member's weight 0).
-    forecast_weight: the weight w the policy gives the forecast and the continuation, the
-    members' mean (1: as learnt; below 1 under `--skill-shrink validation`,
-    `model_head.shrink_weight`).
+    forecast_ic: on validation, the correlation of the aux head's forecast (ensemble mean) with
+    the next-bar return it predicts (`forecast_ic`), the forecast's information coefficient;
+    None in the summary when that forecast is constant.
     """
 
     train_sharpe: np.ndarray  # [E, G]
@@ -50,13 +46,12 @@ class Diagnostics:
     realised: np.ndarray  # [E, G]
     positions: np.ndarray  # float32 [E, G, V]
     forecast_ic: np.ndarray  # [E, G]
-    forecast_weight: np.ndarray  # [E, G]
 
     @staticmethod
     def zeros(n_epochs: int, n_groups: int, n_bars: int) -> Diagnostics:
         z = np.zeros((n_epochs, n_groups))
         return Diagnostics(train_sharpe=z, q_greedy=z.copy(), realised=z.copy(),
-                           forecast_ic=z.copy(), forecast_weight=z.copy(),
+                           forecast_ic=z.copy(),
                            positions=np.zeros((n_epochs, n_groups, n_bars), np.float32))
 
 
@@ -216,5 +211,4 @@ def diagnostics_of(d: Diagnostics, epoch: int, g: int) -> dict:
             "overestimation": float(d.q_greedy[epoch, g] - d.realised[epoch, g]),
             "churn": churn, "magnitude_fractions": magnitude_fractions(d.positions[epoch, g]),
             "direction_fractions": direction_fractions(d.positions[epoch, g]),
-            "forecast_ic": finite_or_none(d.forecast_ic[epoch, g]),
-            "forecast_weight": float(d.forecast_weight[epoch, g])}
+            "forecast_ic": finite_or_none(d.forecast_ic[epoch, g])}

@@ -24,8 +24,6 @@ from rl_trader.agent.model_head import (
     model_update,
     next_state_outputs,
     position_fractions,
-    shrink_params,
-    shrink_weight,
 )
 from rl_trader.config import AgentConfig, EnvConfig, NetConfig, RunConfig
 from tests.helpers import P, init_params, make_obs
@@ -217,69 +215,3 @@ def test_an_update_moves_every_param_and_target_leaf(model_net):
     assert all(jax.tree.leaves(moved)), moved
     want = jax.tree.map(lambda x: cfg.agent.tau * np.asarray(x), state1.params)
     chex.assert_trees_all_close(state1.target_params, want, rtol=1e-6, atol=1e-9)
-
-
-# --- the skill shrink (`--skill-shrink validation`) -------------------------------------------
-
-
-def ols_weight(x, y):
-    """`shrink_weight`'s formula by hand (numpy, float64): the OLS slope of y on x, its t, the
-    positive-part James–Stein factor, clipped to [0, 1]."""
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    dx, dy = x - x.mean(), y - y.mean()
-    beta = (dx @ dy) / (dx @ dx)
-    resid = y - y.mean() - beta * dx
-    se2 = (resid @ resid) / (len(x) - 2) / (dx @ dx)
-    return float(np.clip(beta * max(0.0, 1.0 - se2 / beta**2), 0.0, 1.0))
-
-
-def test_shrink_weight_is_the_noise_shrunk_validation_slope():
-    """w = clip(β̂·(1 − 1/t²)₊, 0, 1) on the masked bars only, against numpy; a forecast
-    without skill (t² ≤ 1), against the target, constant, or on fewer than three bars gets 0;
-    an exact forecast of a half-size target gets its slope, ½."""
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=400)
-    y = 0.3 * x + rng.normal(size=400)
-    mask = np.arange(400) < 300
-    junk = np.where(mask, y, 1e6)  # bars outside the mask must not count
-    w = float(shrink_weight(jnp.asarray(x, jnp.float32), jnp.asarray(junk, jnp.float32),
-                            jnp.asarray(mask)))
-    assert 0.0 < w < 1.0
-    np.testing.assert_allclose(w, ols_weight(x[:300], y[:300]), rtol=1e-4)
-
-    def weight(xs, ys, m=None):
-        m = np.ones(len(xs), bool) if m is None else m
-        return float(shrink_weight(jnp.asarray(xs, jnp.float32), jnp.asarray(ys, jnp.float32),
-                                   jnp.asarray(m)))
-
-    noise = rng.normal(size=400)
-    dx = x - x.mean()
-    orth = noise - (dx @ noise) / (dx @ dx) * dx  # β̂ = 0 exactly
-    se = np.sqrt((orth - orth.mean()) @ (orth - orth.mean()) / 398 / (dx @ dx))
-    assert weight(x, orth) == 0.0
-    assert weight(x, orth + 0.9 * se * x) == 0.0  # t ≈ 0.9: no skill shown
-    np.testing.assert_allclose(weight(x, orth + 3 * se * x), ols_weight(x, orth + 3 * se * x),
-                               rtol=1e-3)  # t ≈ 3: β̂·(1 − 1/9)
-    assert weight(x, -y) == 0.0
-    assert weight(np.full(400, 0.2), y) == 0.0
-    assert weight(x, y, np.arange(400) < 2) == 0.0
-    np.testing.assert_allclose(weight(x, 0.5 * x), 0.5, rtol=1e-4)
-    assert weight(x, 3.0 * x + 0.1 * noise) == 1.0  # clipped: a shrink, never a stretch
-
-
-def test_shrink_params_rewrites_the_forecast_and_scales_the_continuation(model_net):
-    """The shrunk params give μ̃ = w·μ̂ + (1 − w)·μ̄ and w·C for every position; m̂₂ and the
-    VSN weights are unchanged; at w = 0 C is 0 and Q is the known reward at μ̄ alone."""
-    net, params = model_net
-    obs = make_obs(3, (7,))
-    apply = jax.jit(net.apply)  # one program for every params
-    before = apply(params, obs)
-    for w in (0.25, 0.0):
-        after = apply(shrink_params(params, jnp.float32(w), jnp.float32(0.8)), obs)
-        np.testing.assert_allclose(after.aux, w * before.aux + (1 - w) * 0.8, rtol=1e-5,
-                                   atol=1e-6)
-        np.testing.assert_allclose(continuation(after), w * continuation(before), rtol=1e-5,
-                                   atol=1e-6)
-        for name in ("second_moment", "market_weights", "portfolio_weights"):
-            np.testing.assert_array_equal(getattr(after, name), getattr(before, name))
-    np.testing.assert_array_equal(continuation(after), 0.0)

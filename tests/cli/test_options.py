@@ -141,9 +141,6 @@ def test_the_model_head_refuses_what_it_cannot_do():
     with pytest.raises(InputError, match="option --backup='taken'.*with --q-head model"):
         parse("--q-head", "model", "--backup", "taken")
     assert parse("--lookback", "1").features.lookback == 1  # bar-level inputs
-    assert parse("--skill-shrink", "validation").train.skill_shrink == "validation"
-    with pytest.raises(InputError, match="option --skill-shrink='validation'.*--q-head generic"):
-        parse("--q-head", "generic", "--skill-shrink", "validation")
 
 
 @pytest.mark.parametrize("section, name, old, value", [

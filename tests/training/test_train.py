@@ -14,13 +14,11 @@ import pytest
 
 from rl_trader.agent import learner, model_head
 from rl_trader.agent.learner import HParams
-from rl_trader.data.fold_data import observe_batch
 from rl_trader.env import FLAT
 from rl_trader.evaluation.metrics import sharpe
 from rl_trader.evaluation.selection import best_of
 from rl_trader.run.prepare import prepare
 from rl_trader.training.train import Runner, jit_single, make_train
-from tests.agent.test_model_head import ols_weight
 from tests.helpers import tiny_config, unread_dropped
 
 CFG = tiny_config(n_envs=4)
@@ -120,64 +118,6 @@ def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup):
         assert best == best_of(list(range(len(sharpes))), sharpes)
         np.testing.assert_allclose(sharpes[best], val_sharpe(
             jax.tree.map(lambda x, i=i: x[i], batched.best_params), key), rtol=1e-4, atol=1e-5)
-
-
-def test_skill_shrink_reads_train_and_validation_bars_only(setup):
-    """`--skill-shrink validation` after an epoch: w is the noise-shrunk slope of the
-    targets on μ̂ over the validation decisions, μ̄ the mean of μ̂ over the train bars, and
-    nothing from the last validation decision's target on is read: with skill planted in the
-    validation targets (so w > 0), scrambling every bar from val₁ − 1 on (the gap and the test
-    block) changes nothing, while the last decision's own target, at val₁ − 2, moves w."""
-    prep, datas, trainer, _ = setup
-    fold = datas[0]
-    runner, _ = trainer.epoch(trainer.init(jax.random.PRNGKey(7), fold), fold, HP)
-    params = jax.tree.map(np.array, runner.learner.params)
-    shrink = jax.jit(lambda p, f: model_head.skill_shrink(trainer.network.apply, p, f, CFG))
-    shrunk, w = shrink(params, fold)
-    bars = np.arange(fold.aux_target.shape[0])
-    flat = jnp.zeros((len(bars), 5), jnp.float32)
-    forecast = jax.jit(lambda p, o: trainer.network.apply(p, o).aux)
-    mu = np.asarray(forecast(params, observe_batch(fold, bars, flat, CFG.features)), np.float64)
-    (t0, t1), (v0, v1) = np.asarray(fold.train), np.asarray(fold.val)
-    y = np.asarray(fold.aux_target, np.float64)
-    np.testing.assert_allclose(float(w), ols_weight(mu[v0 - 1:v1 - 1], y[v0 - 1:v1 - 1]),
-                               rtol=1e-3, atol=1e-6)
-    centre = mu[t0:t1 - 1].mean()
-    again = model_head.shrink_params(params, w, jnp.float32(centre))
-    chex.assert_trees_all_close(shrunk, again, rtol=1e-5, atol=1e-6)
-    test0 = int(fold.test[0])
-    rng = np.random.default_rng(0)
-
-    def scrambled(x):
-        x = np.array(x)
-        x[test0 - 1:] = rng.normal(size=x[test0 - 1:].shape)
-        return jnp.asarray(x)
-
-    other = fold.replace(features=scrambled(fold.features),
-                         aux_target=scrambled(fold.aux_target))
-    shrunk2, w2 = shrink(params, other)
-    assert float(w2) == float(w)
-    chex.assert_trees_all_equal(shrunk2, shrunk)
-    # skill planted on the validation decisions: y = ½·μ̂ + noise there
-    y_planted = y.copy()
-    dec = slice(v0 - 1, v1 - 1)
-    y_planted[dec] = 0.5 * (mu[dec] - mu[dec].mean()) / mu[dec].std() + 0.3 * rng.normal(
-        size=v1 - v0)
-    planted = fold.replace(aux_target=jnp.asarray(y_planted, jnp.float32))
-    shrunk_p, w_p = shrink(params, planted)
-    assert 0.0 < float(w_p) < 1.0
-    y_late = y_planted.copy()
-    y_late[v1 - 1:] = rng.normal(size=len(y_late) - (v1 - 1))
-    feats = np.array(fold.features)
-    feats[v1 - 1:] = rng.normal(size=feats[v1 - 1:].shape)
-    late = planted.replace(features=jnp.asarray(feats), aux_target=jnp.asarray(y_late))
-    shrunk_l, w_l = shrink(params, late)
-    assert float(w_l) == float(w_p)
-    chex.assert_trees_all_equal(shrunk_l, shrunk_p)
-    y_last = y_planted.copy()
-    y_last[v1 - 2] += 50.0 * y_planted[dec].std()
-    _, w_last = shrink(params, planted.replace(aux_target=jnp.asarray(y_last, jnp.float32)))
-    assert float(w_last) != float(w_p)
 
 
 ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"))
