@@ -144,6 +144,7 @@ class EnvConfig:
 
 PRECISIONS = ("tf32", "fp32", "bf16")
 Q_HEADS = ("generic", "model")  # `agent.heads.HEADS`
+VARIABLES = ("grn", "linear")  # `networks.VSN`
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,11 @@ class NetConfig:
         "moments learnt by regression, the env's cost, and a continuation learnt by TD)",
         choices=Q_HEADS)
     hidden: int = option(32, "per-variable embedding and VSN width")
+    variables: str = option(
+        "grn", "the VSNs' per-variable transform of each scalar input: grn (a GRN per "
+        "variable, as in the TFT) or linear (x_v·a_v + b_v: the selector reads the inputs "
+        "and the weighted sum is two small matmuls, no per-variable activations)",
+        choices=VARIABLES)
     trunk: int = option(64, "trunk GRN width")
     context: int = option(32, "width of the look-back context vector (unused at --lookback 1)")
     td_to_encoder: bool = option(
@@ -174,6 +180,7 @@ class NetConfig:
         _check(self.precision in PRECISIONS, "--precision", "one of " + ", ".join(PRECISIONS),
                self.precision)
         _check(self.q_head in Q_HEADS, "--q-head", "generic or model", self.q_head)
+        _check(self.variables in VARIABLES, "--variables", "grn or linear", self.variables)
 
 
 BACKUPS = ("taken", "all")

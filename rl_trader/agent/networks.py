@@ -2,7 +2,9 @@
 
     GLU(x)    = σ(W₄x + b₄) ⊙ (W₅x + b₅)
     GRN(a, c) = LayerNorm(a' + GLU(W₁·ELU(W₂a + W₃c + b₂) + b₁)),  a' = a or a projection of a
-    VSN(x, c) = Σ_v w_v · GRN_v(x_v),   w = softmax(GRN(flatten[GRN_v(x_v)]_v, c))
+    VSN(x, c) = Σ_v w_v · ξ_v,   w = softmax(GRN(flatten[ξ_v]_v, c)),   ξ_v = GRN_v(x_v)
+      (`--variables grn`), or ξ_v = x_v·a_v + b_v (`linear`): then w = softmax(GRN(x, c)) and
+      Σ_v w_v ξ_v = (w ⊙ x)·A + w·B, with no [..., V, d] tensor
     Q_b(s, a) = V(s) + A_b(s, a) − mean_a' A_b(s, a')      for each branch b (BDQ)
 
 Each Q-head's network (`model_head.ModelQNetwork`, `generic_head.QNetwork`) is built from these
@@ -112,14 +114,24 @@ class VariableGRNs(nn.Module):
 
 
 class VSN(nn.Module):
-    """Variable selection network over one feature group; returns (output [..., d], w [..., V])."""
+    """Variable selection network over one feature group; returns (output [..., d], w [..., V]).
+
+    `variables` is the per-variable transform ξ_v of a scalar x_v: "grn", a GRN each
+    (`VariableGRNs`, [..., V, d] activations), or "linear", ξ_v = x_v·a_v + b_v. A linear map
+    of flatten[ξ_v] is one of x, so the linear form's selector reads x itself (the same
+    function class) and its output Σ_v w_v ξ_v = (w ⊙ x)·A + w·B is two [..., V]·[V, d]
+    matmuls.
+    """
 
     features: int
     precision: str = "tf32"
+    variables: str = "grn"
 
     @nn.compact
     def __call__(self, x: jax.Array,
                  context: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+        if self.variables == "linear":
+            return self._linear(x, context)
         emb = VariableGRNs(self.features, self.precision, name="variables")(x)  # [..., V, d]
         flat = emb.reshape(emb.shape[:-2] + (-1,))
         logits = GRN(x.shape[-1], hidden=self.features, precision=self.precision,
@@ -127,6 +139,21 @@ class VSN(nn.Module):
         weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
         out = jnp.einsum("...v,...vd->...d", weights, emb.astype(jnp.float32))
         return out.astype(emb.dtype), weights
+
+    def _linear(self, x: jax.Array,
+                context: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+        """ξ_v = x_v·a_v + b_v: w = softmax(GRN(x, c)), output (w ⊙ x)·A + w·B [..., d]."""
+        n_vars, d = x.shape[-1], self.features
+        dtype, prec = numerics(self.precision)
+        logits = GRN(n_vars, hidden=d, precision=self.precision, name="selector")(x, context)
+        weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+        # a_v as `VariableGRNs`' skip (lecun_normal over an input width of 1), b_v zeros
+        a = self.param("embed_kernel", nn.initializers.lecun_normal(batch_axis=(0,)),
+                       (n_vars, 1, d))[:, 0]
+        b = self.param("embed_bias", nn.initializers.zeros, (n_vars, d))
+        wx = jnp.concatenate([weights * x.astype(jnp.float32), weights], -1)  # [..., 2V]
+        out = jnp.dot(wx.astype(dtype), jnp.concatenate([a, b]).astype(dtype), precision=prec)
+        return out, weights
 
 
 def lookback_context(obs: Obs, width: int, precision: str) -> jax.Array | None:
@@ -159,7 +186,8 @@ def encode_market(obs: Obs, cfg: NetConfig) -> tuple[jax.Array | None, jax.Array
     """The market part of the encoder (called inside a compact module): the look-back context
     (or None), the market VSN's output [..., d] and weights [..., F]."""
     context = lookback_context(obs, cfg.context, cfg.precision)
-    market, w_market = VSN(cfg.hidden, cfg.precision, name="market_vsn")(obs.market, context)
+    market, w_market = VSN(cfg.hidden, cfg.precision, cfg.variables,
+                           name="market_vsn")(obs.market, context)
     return context, market, w_market
 
 
@@ -168,5 +196,6 @@ def encode(obs: Obs, cfg: NetConfig) -> tuple[jax.Array | None, jax.Array, jax.A
     """The generic head's encoder (called inside a compact module): `encode_market`'s three
     outputs, then the portfolio VSN's output [..., d] and weights [..., P]."""
     context, market, w_market = encode_market(obs, cfg)
-    portfolio, w_port = VSN(cfg.hidden, cfg.precision, name="portfolio_vsn")(obs.portfolio)
+    portfolio, w_port = VSN(cfg.hidden, cfg.precision, cfg.variables,
+                            name="portfolio_vsn")(obs.portfolio)
     return context, market, w_market, portfolio, w_port
