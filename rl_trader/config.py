@@ -144,7 +144,7 @@ class EnvConfig:
 
 PRECISIONS = ("tf32", "fp32", "bf16")
 Q_HEADS = ("generic", "model")  # `agent.heads.HEADS`
-VARIABLES = ("grn", "linear")  # `networks.VSN`
+VARIABLES = ("grn", "pwl")  # `networks.VSN`
 
 
 @dataclass(frozen=True)
@@ -159,8 +159,9 @@ class NetConfig:
     hidden: int = option(32, "per-variable embedding and VSN width")
     variables: str = option(
         "grn", "the VSNs' per-variable transform of each scalar input: grn (a GRN per "
-        "variable, as in the TFT) or linear (x_v·a_v + b_v: the selector reads the inputs "
-        "and the weighted sum is two small matmuls, no per-variable activations)",
+        "variable, as in the TFT) or pwl (a learnt piecewise-linear curve through 9 knots: "
+        "the selector reads the knots' weights and the weighted sum is one matmul, no "
+        "per-variable activations)",
         choices=VARIABLES)
     trunk: int = option(64, "trunk GRN width")
     context: int = option(32, "width of the look-back context vector (unused at --lookback 1)")
@@ -180,7 +181,7 @@ class NetConfig:
         _check(self.precision in PRECISIONS, "--precision", "one of " + ", ".join(PRECISIONS),
                self.precision)
         _check(self.q_head in Q_HEADS, "--q-head", "generic or model", self.q_head)
-        _check(self.variables in VARIABLES, "--variables", "grn or linear", self.variables)
+        _check(self.variables in VARIABLES, "--variables", "grn or pwl", self.variables)
 
 
 BACKUPS = ("taken", "all")
@@ -277,8 +278,8 @@ class TrainConfig:
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
-    # 587 = the settings looked at to choose the defaults, counted in docs/findings.md.
-    prior_trials: int = option(587, "trials looked at outside this run (e.g. the settings tried "
+    # 607 = the settings looked at to choose the defaults, counted in docs/findings.md.
+    prior_trials: int = option(607, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/findings.md), added to the DSR's "
                                "count of trials")
 
@@ -412,7 +413,8 @@ REMOVED_FIELDS = {
 }
 # Choices removed from a field that remains, with the studies that rejected them and the date.
 REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03"),
-                   ("train", "eval_params", "average"): ("study 24", "2026-12-03")}
+                   ("train", "eval_params", "average"): ("study 24", "2026-12-03"),
+                   ("net", "variables", "linear"): ("study 31", "2026-12-04")}
 # Fields whose type changed: a saved configuration's old value and the one it now reads as.
 RETYPED_FIELDS = {("features", "tree_forecast"): {False: "off", True: "on"}}  # 2026-12-02
 

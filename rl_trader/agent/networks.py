@@ -3,8 +3,9 @@
     GLU(x)    = σ(W₄x + b₄) ⊙ (W₅x + b₅)
     GRN(a, c) = LayerNorm(a' + GLU(W₁·ELU(W₂a + W₃c + b₂) + b₁)),  a' = a or a projection of a
     VSN(x, c) = Σ_v w_v · ξ_v,   w = softmax(GRN(flatten[ξ_v]_v, c)),   ξ_v = GRN_v(x_v)
-      (`--variables grn`), or ξ_v = x_v·a_v + b_v (`linear`): then w = softmax(GRN(x, c)) and
-      Σ_v w_v ξ_v = (w ⊙ x)·A + w·B, with no [..., V, d] tensor
+      (`--variables grn`), or ξ_v = Σ_k h_k(x_v)·A_vk, a piecewise-linear curve through K
+      knots (`pwl`): then w = softmax(GRN(flatten[h(x_v)]_v, c)) and Σ_v w_v ξ_v is one
+      [..., V·K]·[V·K, d] matmul, with no [..., V, d] tensor
     Q_b(s, a) = V(s) + A_b(s, a) − mean_a' A_b(s, a')      for each branch b (BDQ)
 
 Each Q-head's network (`model_head.ModelQNetwork`, `generic_head.QNetwork`) is built from these
@@ -113,14 +114,35 @@ class VariableGRNs(nn.Module):
         return jnp.swapaxes(out, 0, 1).reshape(lead + (n_vars, d)).astype(dtype)
 
 
+KNOTS = (-4.0, -3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0)  # in train-normalised units
+
+
+def hat_basis(x: jax.Array) -> jax.Array:
+    """The piecewise-linear interpolation weights of x [..., V] on the unit-spaced `KNOTS`,
+    [..., V, K] float32: h_k(x) = max(0, 1 − |clip(x) − k_k|), clip to [k₁, k_K]; Σ_k h_k = 1,
+    at most two are non-zero, and Σ_k h_k(x)·A_k interpolates the values A_k at the knots."""
+    knots = jnp.asarray(KNOTS, jnp.float32)
+    xc = jnp.clip(x.astype(jnp.float32), KNOTS[0], KNOTS[-1])[..., None]
+    return jnp.maximum(0.0, 1.0 - jnp.abs(xc - knots))
+
+
+def _straight_curves(key: jax.Array, shape: tuple[int, int],
+                     dtype: jnp.dtype = jnp.float32) -> jax.Array:
+    """Initial knot values A [V·K, d] of straight lines, A_vk = k_k·u_v with u_v ~ N(0, I_d):
+    ξ_v starts as x_v·u_v (clipped), a GRN skip's unit-variance start, and learning bends it."""
+    n_knots = len(KNOTS)
+    u = jax.random.normal(key, (shape[0] // n_knots, 1, shape[1]), dtype)
+    return (u * jnp.asarray(KNOTS, dtype)[:, None]).reshape(shape)
+
+
 class VSN(nn.Module):
     """Variable selection network over one feature group; returns (output [..., d], w [..., V]).
 
     `variables` is the per-variable transform ξ_v of a scalar x_v: "grn", a GRN each
-    (`VariableGRNs`, [..., V, d] activations), or "linear", ξ_v = x_v·a_v + b_v. A linear map
-    of flatten[ξ_v] is one of x, so the linear form's selector reads x itself (the same
-    function class) and its output Σ_v w_v ξ_v = (w ⊙ x)·A + w·B is two [..., V]·[V, d]
-    matmuls.
+    (`VariableGRNs`, [..., V, d] activations), or "pwl", a learnt piecewise-linear curve
+    ξ_v = Σ_k h_k(x_v)·A_vk through the `KNOTS` (`hat_basis`). ξ_v is linear in the basis, so
+    the pwl selector reads flatten[h(x_v)] (a linear map of flatten[ξ_v] is one of it) and its
+    output Σ_v w_v ξ_v is one [..., V·K]·[V·K, d] matmul.
     """
 
     features: int
@@ -130,8 +152,8 @@ class VSN(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array,
                  context: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
-        if self.variables == "linear":
-            return self._linear(x, context)
+        if self.variables == "pwl":
+            return self._pwl(x, context)
         emb = VariableGRNs(self.features, self.precision, name="variables")(x)  # [..., V, d]
         flat = emb.reshape(emb.shape[:-2] + (-1,))
         logits = GRN(x.shape[-1], hidden=self.features, precision=self.precision,
@@ -140,20 +162,19 @@ class VSN(nn.Module):
         out = jnp.einsum("...v,...vd->...d", weights, emb.astype(jnp.float32))
         return out.astype(emb.dtype), weights
 
-    def _linear(self, x: jax.Array,
-                context: jax.Array | None) -> tuple[jax.Array, jax.Array]:
-        """ξ_v = x_v·a_v + b_v: w = softmax(GRN(x, c)), output (w ⊙ x)·A + w·B [..., d]."""
+    def _pwl(self, x: jax.Array,
+             context: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+        """ξ_v = Σ_k h_k(x_v)·A_vk: w = softmax(GRN(flatten[h(x_v)]_v, c)), output
+        Σ_v w_v ξ_v = flatten[w_v·h(x_v)]_v · A [..., d], with A [V·K, d]."""
         n_vars, d = x.shape[-1], self.features
         dtype, prec = numerics(self.precision)
-        logits = GRN(n_vars, hidden=d, precision=self.precision, name="selector")(x, context)
+        h = hat_basis(x)  # [..., V, K]
+        flat = h.reshape(h.shape[:-2] + (-1,))
+        logits = GRN(n_vars, hidden=d, precision=self.precision, name="selector")(flat, context)
         weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
-        # a_v as `VariableGRNs`' skip (lecun_normal over an input width of 1), b_v zeros
-        a = self.param("embed_kernel", nn.initializers.lecun_normal(batch_axis=(0,)),
-                       (n_vars, 1, d))[:, 0]
-        b = self.param("embed_bias", nn.initializers.zeros, (n_vars, d))
-        wx = jnp.concatenate([weights * x.astype(jnp.float32), weights], -1)  # [..., 2V]
-        out = jnp.dot(wx.astype(dtype), jnp.concatenate([a, b]).astype(dtype), precision=prec)
-        return out, weights
+        a = self.param("knots", _straight_curves, (n_vars * len(KNOTS), d))
+        wh = (weights[..., None] * h).reshape(flat.shape)
+        return jnp.dot(wh.astype(dtype), a.astype(dtype), precision=prec), weights
 
 
 def lookback_context(obs: Obs, width: int, precision: str) -> jax.Array | None:

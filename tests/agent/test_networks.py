@@ -15,7 +15,7 @@ import pytest
 from rl_trader.agent.generic_head import QNetwork
 from rl_trader.agent.heads import make_head
 from rl_trader.agent.model_head import ModelQNetwork
-from rl_trader.agent.networks import GLU, GRN, VSN, Obs, VariableGRNs
+from rl_trader.agent.networks import GLU, GRN, KNOTS, VSN, Obs, VariableGRNs, hat_basis
 from rl_trader.config import NetConfig, RunConfig
 from tests.helpers import init_params, make_obs
 
@@ -288,43 +288,57 @@ def test_vsn_output_is_weighted_sum_of_embeddings():
     assert float(jnp.abs(w2 - w).max()) > 1e-6
 
 
-def test_linear_vsn_is_the_weighted_sum_of_affine_embeddings():
-    """--variables linear: out = Σ_v w_v (x_v a_v + b_v) written out, w = softmax of the
-    selector GRN on x itself (identity skip: input and output are V wide), conditioned by
-    the context; the selector reads every variable."""
-    n_vars, d = 3, 4
+def test_hat_basis_interpolates_between_the_knots():
+    """h(x) sums to 1, has at most two non-zero weights, reproduces x (Σ_k h_k k_k = clip(x)),
+    and Σ_k h_k(x) A_k interpolates A linearly between adjacent knots."""
+    x = jnp.asarray([[-9.0, -4.0, -2.5, -0.25, 0.0, 0.6, 3.999, 4.0, 7.0]], jnp.float32)
+    h = np.asarray(hat_basis(x))
+    chex.assert_shape(h, (1, 9, len(KNOTS)))
+    np.testing.assert_allclose(h.sum(-1), 1.0, atol=1e-6)
+    assert ((h > 0).sum(-1) <= 2).all() and (h >= 0).all()
+    np.testing.assert_allclose(h @ np.asarray(KNOTS), np.clip(np.asarray(x), -4, 4), atol=1e-5)
+    values = np.random.default_rng(3).normal(size=len(KNOTS))
+    lo = KNOTS.index(0.0)
+    np.testing.assert_allclose(h[0, 5] @ values, 0.4 * values[lo] + 0.6 * values[lo + 1],
+                               atol=1e-6)
+
+
+def test_pwl_vsn_is_the_weighted_sum_of_piecewise_linear_embeddings():
+    """--variables pwl: out = Σ_v w_v ξ_v with ξ_v = Σ_k h_k(x_v) A_vk written out, w the
+    softmax of the selector GRN on the flattened basis (a projected skip), conditioned by the
+    context; each variable's curve starts straight, ξ_v = x_v·u_v."""
+    n_vars, d, k = 3, 4, len(KNOTS)
     rng = np.random.default_rng(24)
-    x = jnp.asarray(rng.normal(size=(6, n_vars)), jnp.float32)
+    x = jnp.asarray(rng.normal(size=(6, n_vars)) * 2, jnp.float32)
     c = jnp.asarray(rng.normal(size=(6, 2)), jnp.float32)
-    vsn = VSN(d, variables="linear")
+    vsn = VSN(d, variables="pwl")
+    start = vsn.init(jax.random.key(0), x, c)["params"]["knots"].reshape(n_vars, k, d)
+    np.testing.assert_allclose(start, start[:, -1:] * np.asarray(KNOTS)[:, None] / KNOTS[-1],
+                               atol=1e-5)
     params = init_params(vsn, x, c, seed=25)
     p = params["params"]
-    assert set(p) == {"selector", "embed_kernel", "embed_bias"} and "skip" not in p["selector"]
-    p = {**p, "embed_bias": jnp.asarray(rng.normal(size=(n_vars, d)), jnp.float32)}
+    assert set(p) == {"selector", "knots"} and "skip" in p["selector"]
     apply = jax.jit(vsn.apply)
-    out, w = apply({"params": p}, x, c)
+    out, w = apply(params, x, c)
     chex.assert_shape([out, w], [(6, d), (6, n_vars)])
-    logits = GRN(n_vars, hidden=d).apply({"params": p["selector"]}, x, c)
+    h = np.asarray(hat_basis(x))  # [6, V, K]
+    logits = GRN(n_vars, hidden=d).apply({"params": p["selector"]}, h.reshape(6, -1), c)
     np.testing.assert_allclose(np.asarray(w), np.asarray(jax.nn.softmax(logits)), rtol=1e-5,
                                atol=1e-6)
-    a, b = np.asarray(p["embed_kernel"])[:, 0], np.asarray(p["embed_bias"])
-    xi = np.asarray(x)[..., None] * a + b  # [6, V, d]
+    xi = np.einsum("nvk,vkd->nvd", h, np.asarray(p["knots"]).reshape(n_vars, k, d))
     expected = (np.asarray(w)[..., None] * xi).sum(-2)
     np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-5)
-    _, w2 = apply({"params": p}, x, c + 1.0)
+    _, w2 = apply(params, x, c + 1.0)
     assert float(jnp.abs(w2 - w).max()) > 1e-6
-    for j in range(n_vars):
-        _, wj = apply({"params": p}, x + 1.5 * (np.arange(n_vars) == j), c)
-        assert float(jnp.abs(wj - w).max()) > 1e-6
 
 
 @pytest.mark.parametrize("q_head", ["generic", "model"])
-def test_linear_variables_build_both_heads_with_fewer_params(q_head):
-    """Both heads build with --variables linear, in float32 and bf16 alike, with fewer
+def test_pwl_variables_build_both_heads_with_fewer_params(q_head):
+    """Both heads build with --variables pwl, in float32 and bf16 alike, with fewer
     params than the per-variable GRNs and no `variables` sub-tree in either VSN."""
     obs = make_obs(3, (4,))
     grn = NetConfig(hidden=8, trunk=16, context=8, q_head=q_head)
-    lin = dataclasses.replace(grn, variables="linear")
+    lin = dataclasses.replace(grn, variables="pwl")
     build = (lambda cfg: QNetwork(cfg, 3)) if q_head == "generic" else (
         lambda cfg: ModelQNetwork(cfg, 3))
     p_grn, p_lin = init_params(build(grn), obs), init_params(build(lin), obs)

@@ -145,8 +145,8 @@ def test_fingerprint_stable_and_architecture_sensitive(tmp_path, state0):
     model = dataclasses.replace(NET, q_head="model")
     assert fingerprint(abstract_params(model), model, N_MAG) != a
     assert a == "8e6cebceca32edea"  # computed before `linear_path` existed
-    linear = dataclasses.replace(NET, variables="linear")  # hashed only away from "grn"
-    assert fingerprint(abstract_params(linear), linear, N_MAG) not in (a, c)
+    pwl = dataclasses.replace(NET, variables="pwl")  # hashed only away from "grn"
+    assert fingerprint(abstract_params(pwl), pwl, N_MAG) not in (a, c)
     # where the TD gradient flows changes neither the params nor the fingerprint
     assert fingerprint(state0.params, dataclasses.replace(NET, td_to_encoder=True), N_MAG) == a
     with FoldCheckpoints(tmp_path / "f", a, META) as ckpt:
