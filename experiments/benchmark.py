@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader import env
-from rl_trader.config import PRECISIONS, VARIABLES, RunConfig, preset
+from rl_trader.config import PRECISIONS, RunConfig, preset
 from rl_trader.runtime.compile_cache import enable_compilation_cache
 
 if TYPE_CHECKING:
@@ -188,8 +188,6 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--devices", type=int, default=1, help="devices for the population section")
     p.add_argument("--precision", choices=PRECISIONS, default="tf32",
                    help="matmul precision of the network (see NetConfig.precision)")
-    p.add_argument("--variables", choices=VARIABLES, default="grn",
-                   help="the VSNs' per-variable transform (see NetConfig.variables)")
     p.add_argument("--out", default="bench.json")
     return p
 
@@ -203,8 +201,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     base = preset("default")
     base = dataclasses.replace(base, train=dataclasses.replace(base.train,
                                                                steps_per_epoch=args.steps),
-                               net=dataclasses.replace(base.net, precision=args.precision,
-                                                       variables=args.variables))
+                               net=dataclasses.replace(base.net, precision=args.precision))
     result: dict = {"device": device_info(), "date": time.strftime("%Y-%m-%d"),
                     "command": " ".join(sys.argv)}
 

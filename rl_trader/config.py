@@ -144,7 +144,6 @@ class EnvConfig:
 
 PRECISIONS = ("tf32", "fp32", "bf16")
 Q_HEADS = ("generic", "model")  # `agent.heads.HEADS`
-VARIABLES = ("grn", "pwl")  # `networks.VSN`
 
 
 @dataclass(frozen=True)
@@ -157,12 +156,6 @@ class NetConfig:
         "moments learnt by regression, the env's cost, and a continuation learnt by TD)",
         choices=Q_HEADS)
     hidden: int = option(32, "per-variable embedding and VSN width")
-    variables: str = option(
-        "grn", "the VSNs' per-variable transform of each scalar input: grn (a GRN per "
-        "variable, as in the TFT) or pwl (a learnt piecewise-linear curve through 9 knots: "
-        "the selector reads the knots' weights and the weighted sum is one matmul, no "
-        "per-variable activations)",
-        choices=VARIABLES)
     trunk: int = option(64, "trunk GRN width")
     context: int = option(32, "width of the look-back context vector (unused at --lookback 1)")
     td_to_encoder: bool = option(
@@ -181,7 +174,6 @@ class NetConfig:
         _check(self.precision in PRECISIONS, "--precision", "one of " + ", ".join(PRECISIONS),
                self.precision)
         _check(self.q_head in Q_HEADS, "--q-head", "generic or model", self.q_head)
-        _check(self.variables in VARIABLES, "--variables", "grn or pwl", self.variables)
 
 
 BACKUPS = ("taken", "all")
@@ -202,8 +194,9 @@ class AgentConfig:
         0.3, "decoupled weight decay (AdamW), per update, relative to the learning rate",
         sweep=True)
     weight_decay_on: str = option(
-        "kernels", "params the weight decay shrinks: kernels (weight matrices only; biases "
-        "and LayerNorm scales and offsets are not decayed) or all", choices=DECAY_TARGETS)
+        "kernels", "params the weight decay shrinks: kernels (weight matrices only; biases, "
+        "LayerNorm scales and offsets and the VSNs' knot values are not decayed) or all",
+        choices=DECAY_TARGETS)
     obs_noise: float = option(
         1.5, "std of Gaussian noise on the normalised market inputs while learning", sweep=True)
     max_grad_norm: float = option(10.0, "global gradient-norm clip")
@@ -278,8 +271,8 @@ class TrainConfig:
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
-    # 607 = the settings looked at to choose the defaults, counted in docs/findings.md.
-    prior_trials: int = option(607, "trials looked at outside this run (e.g. the settings tried "
+    # 629 = the settings looked at to choose the defaults, counted in docs/findings.md.
+    prior_trials: int = option(629, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/findings.md), added to the DSR's "
                                "count of trials")
 
@@ -410,11 +403,11 @@ REMOVED_FIELDS = {
     ("net", "continuation"): Removed("afterstate", "study 28", "2026-12-04",
                                      read_if=("q_head", "model")),
     ("train", "skill_shrink"): Removed("off", "study 30", "2026-12-04"),
+    ("net", "variables"): Removed("pwl", "studies 31-32", "2026-12-04"),
 }
 # Choices removed from a field that remains, with the studies that rejected them and the date.
 REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03"),
-                   ("train", "eval_params", "average"): ("study 24", "2026-12-03"),
-                   ("net", "variables", "linear"): ("study 31", "2026-12-04")}
+                   ("train", "eval_params", "average"): ("study 24", "2026-12-03")}
 # Fields whose type changed: a saved configuration's old value and the one it now reads as.
 RETYPED_FIELDS = {("features", "tree_forecast"): {False: "off", True: "on"}}  # 2026-12-02
 

@@ -81,8 +81,10 @@ class LossInfo:
 
 
 def kernel_mask(params: chex.ArrayTree) -> chex.ArrayTree:
-    """True at the weight matrices (leaves named `kernel` or `*_kernel`), False at biases and
-    LayerNorm scales and offsets: the leaves `weight_decay_on="kernels"` decays."""
+    """True at the weight matrices (leaves named `kernel` or `*_kernel`), False at biases,
+    LayerNorm scales and offsets and the VSNs' `knots` (each variable's curve: values at
+    points, a table like an embedding's, not a matrix on activations; study 32 judged it
+    undecayed): the leaves `weight_decay_on="kernels"` decays."""
     return jax.tree_util.tree_map_with_path(
         lambda path, _: str(getattr(path[-1], "key", path[-1])).endswith("kernel"), params)
 

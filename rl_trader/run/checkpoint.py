@@ -58,7 +58,7 @@ def flat_params(params: Any) -> dict[str, np.ndarray]:
 UNHASHED = ("precision", "td_to_encoder")
 # NetConfig fields added later, hashed only away from the value runs had before them (the
 # removed `embedding` was hashed only away from "none": runs without it keep their hash)
-HASHED_UNLESS = {"q_head": "generic", "variables": "grn"}
+HASHED_UNLESS = {"q_head": "generic"}
 
 
 def fingerprint(params: Any, net_cfg: NetConfig, n_magnitudes: int) -> str:

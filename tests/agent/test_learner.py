@@ -262,8 +262,8 @@ def test_weight_decay_hparam_shrinks_params_without_gradient():
 
 def test_weight_decay_on_kernels_leaves_biases_and_norms(qnet):
     """`weight_decay_on="kernels"`: with a zero gradient only the network's weight matrices
-    shrink (θ ← (1 − ηλ)·θ); biases and LayerNorm scales and offsets stay. Every leaf of the
-    real network is one or the other, and both kinds exist."""
+    shrink (θ ← (1 − ηλ)·θ); biases, LayerNorm scales and offsets and the VSNs' knot values
+    stay. Every leaf of the real network is one or the other, and both kinds exist."""
     _, params, _ = qnet
     cfg = AgentConfig(learning_rate=0.1, weight_decay_on="kernels")
     hp = learner.HParams.from_config(cfg).replace(weight_decay=jnp.float32(0.5))
@@ -283,7 +283,7 @@ def test_weight_decay_on_kernels_leaves_biases_and_norms(qnet):
             np.testing.assert_allclose(after, 0.95 * np.asarray(before), rtol=1e-6)
             kinds["kernel"] += 1
         else:
-            assert name.endswith(("bias", "scale")), name
+            assert name.endswith(("bias", "scale", "knots")), name
             np.testing.assert_array_equal(after, before)
             kinds["kept"] += 1
     assert kinds["kernel"] > 10 and kinds["kept"] > 10

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 
@@ -15,7 +14,7 @@ import pytest
 from rl_trader.agent.generic_head import QNetwork
 from rl_trader.agent.heads import make_head
 from rl_trader.agent.model_head import ModelQNetwork
-from rl_trader.agent.networks import GLU, GRN, KNOTS, VSN, Obs, VariableGRNs, hat_basis
+from rl_trader.agent.networks import GLU, GRN, KNOTS, VSN, Obs, hat_basis
 from rl_trader.config import NetConfig, RunConfig
 from tests.helpers import init_params, make_obs
 
@@ -67,8 +66,9 @@ def test_batch_rows_are_independent(qnet):
     batched = apply(params, obs)
     for i in range(6):
         single = apply(params, jax.tree.map(lambda x, i=i: x[i], obs))
+        # equal up to the matmuls' blocking, which differs with the batch's shape on a CPU
         chex.assert_trees_all_close(jax.tree.map(lambda x, i=i: x[i], batched), single,
-                                    rtol=1e-5, atol=1e-6)
+                                    rtol=1e-4, atol=2e-5)
 
 
 def test_vsn_weights_are_a_distribution(qnet):
@@ -100,7 +100,7 @@ def expected_parameter_count(f: int, lb: int, p: int, m: int, d: int, trunk: int
     and P portfolio variables, look-back L, M magnitudes, widths d (hidden), trunk, c (context).
     """
     dense = lambda n_in, n_out, bias=True: n_in * n_out + (n_out if bias else 0)  # noqa: E731
-    per_variable = 3 * d * d + 9 * d  # w2 (1→d), w1, gate, value (d→d), skip (1→d), LayerNorm
+    k = len(KNOTS)  # each variable's curve: K knot values in R^d
 
     def grn(n_in: int, out: int, hidden: int, context: int | None) -> int:
         return (dense(n_in, hidden) + (dense(context, hidden, False) if context else 0)
@@ -108,18 +108,19 @@ def expected_parameter_count(f: int, lb: int, p: int, m: int, d: int, trunk: int
                 + 2 * dense(hidden, out) + 2 * out)
 
     return (dense(lb * f, c)  # look-back context
-            + f * per_variable + grn(f * d, f, d, c)  # market VSN: variables + selector
-            + p * per_variable + grn(p * d, p, d, None)  # portfolio VSN
+            + f * k * d + grn(f * k, f, d, c)  # market VSN: curves + selector
+            + p * k * d + grn(p * k, p, d, None)  # portfolio VSN
             + grn(2 * d, trunk, trunk, c)  # trunk
             + dense(trunk, 1) + dense(trunk, 3) + dense(trunk, m)  # value, advantages
             + dense(d + c, 1))  # aux head
 
 
-@pytest.mark.parametrize("cfg, m, expected", [(NetConfig(), 4, 174_827),
+@pytest.mark.parametrize("cfg, m, expected", [(NetConfig(), 4, 65_101),
                                               (NetConfig(hidden=8, trunk=16, context=8), 3,
                                                None)])
 def test_parameter_count_is_exactly_the_documented_architecture(cfg, m, expected):
-    """Default NetConfig, F=21, L=32, P=5, M=4: 174,827 parameters (docs/benchmarks.md)."""
+    """The generic network at the default NetConfig, F=21, L=32, P=5, M=4: 65,101 parameters
+    (docs/benchmarks.md)."""
     net = QNetwork(cfg, m)
     obs = Obs(market=jax.ShapeDtypeStruct((21,), jnp.float32),
               window=jax.ShapeDtypeStruct((32, 21), jnp.float32),
@@ -234,60 +235,6 @@ def test_grn_output_is_layer_normalised_at_init():
     np.testing.assert_allclose(np.asarray(y.var(-1)), 1.0, atol=1e-3)
 
 
-def test_variable_grns_equal_separate_width_one_grns():
-    """VariableGRNs' variable v is exactly a GRN(d) on the scalar x_v with v's slice of params."""
-    d, n_vars = 4, 3
-    x = jnp.asarray(np.random.default_rng(17).normal(size=(5, n_vars)), jnp.float32)
-    vg = VariableGRNs(d)
-    params = init_params(vg, x, seed=19)
-    emb = jax.jit(vg.apply)(params, x)
-    chex.assert_shape(emb, (5, n_vars, d))
-    p = params["params"]
-    grn_apply = jax.jit(GRN(d).apply)
-    for v in range(n_vars):
-        gp = {"params": {
-            "w2": {"kernel": p["w2_kernel"][v], "bias": p["w2_bias"][v]},
-            "w1": {"kernel": p["w1_kernel"][v], "bias": p["w1_bias"][v]},
-            "glu": {"gate": {"kernel": p["gate_kernel"][v], "bias": p["gate_bias"][v]},
-                    "value": {"kernel": p["value_kernel"][v], "bias": p["value_bias"][v]}},
-            "skip": {"kernel": p["skip_kernel"][v], "bias": p["skip_bias"][v]},
-            "norm": {"scale": p["norm_scale"][v], "bias": p["norm_bias"][v]},
-        }}
-        np.testing.assert_allclose(np.asarray(grn_apply(gp, x[:, v:v + 1])),
-                                   np.asarray(emb[:, v]), rtol=1e-4, atol=1e-5)
-
-
-def test_variable_grns_embedding_depends_only_on_its_variable():
-    n_vars = 4
-    x = jnp.asarray(np.random.default_rng(20).normal(size=(n_vars,)), jnp.float32)
-    vg = VariableGRNs(5)
-    params = init_params(vg, x, seed=21)
-    apply = jax.jit(vg.apply)
-    base = apply(params, x)
-    for j in range(n_vars):
-        moved = apply(params, x + 1.5 * (np.arange(n_vars) == j))
-        changed = np.abs(np.asarray(moved - base)).max(-1) > 1e-6
-        np.testing.assert_array_equal(changed, np.arange(n_vars) == j)
-
-
-def test_vsn_output_is_weighted_sum_of_embeddings():
-    n_vars, d = 3, 4
-    rng = np.random.default_rng(22)
-    x = jnp.asarray(rng.normal(size=(6, n_vars)), jnp.float32)
-    c = jnp.asarray(rng.normal(size=(6, 2)), jnp.float32)
-    vsn = VSN(d)
-    params = init_params(vsn, x, c, seed=23)
-    apply = jax.jit(vsn.apply)
-    out, w = apply(params, x, c)
-    chex.assert_shape([out, w], [(6, d), (6, n_vars)])
-    emb = jax.jit(VariableGRNs(d).apply)({"params": params["params"]["variables"]}, x)
-    expected = (np.asarray(w)[..., None] * np.asarray(emb)).sum(-2)
-    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-6)
-    # The context conditions the selection weights.
-    _, w2 = apply(params, x, c + 1.0)
-    assert float(jnp.abs(w2 - w).max()) > 1e-6
-
-
 def test_hat_basis_interpolates_between_the_knots():
     """h(x) sums to 1, has at most two non-zero weights, reproduces x (Σ_k h_k k_k = clip(x)),
     and Σ_k h_k(x) A_k interpolates A linearly between adjacent knots."""
@@ -303,15 +250,15 @@ def test_hat_basis_interpolates_between_the_knots():
                                atol=1e-6)
 
 
-def test_pwl_vsn_is_the_weighted_sum_of_piecewise_linear_embeddings():
-    """--variables pwl: out = Σ_v w_v ξ_v with ξ_v = Σ_k h_k(x_v) A_vk written out, w the
+def test_vsn_is_the_weighted_sum_of_piecewise_linear_embeddings():
+    """out = Σ_v w_v ξ_v with ξ_v = Σ_k h_k(x_v) A_vk written out, w the
     softmax of the selector GRN on the flattened basis (a projected skip), conditioned by the
     context; each variable's curve starts straight, ξ_v = x_v·u_v."""
     n_vars, d, k = 3, 4, len(KNOTS)
     rng = np.random.default_rng(24)
     x = jnp.asarray(rng.normal(size=(6, n_vars)) * 2, jnp.float32)
     c = jnp.asarray(rng.normal(size=(6, 2)), jnp.float32)
-    vsn = VSN(d, variables="pwl")
+    vsn = VSN(d)
     start = vsn.init(jax.random.key(0), x, c)["params"]["knots"].reshape(n_vars, k, d)
     np.testing.assert_allclose(start, start[:, -1:] * np.asarray(KNOTS)[:, None] / KNOTS[-1],
                                atol=1e-5)
@@ -330,26 +277,6 @@ def test_pwl_vsn_is_the_weighted_sum_of_piecewise_linear_embeddings():
     np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-5)
     _, w2 = apply(params, x, c + 1.0)
     assert float(jnp.abs(w2 - w).max()) > 1e-6
-
-
-@pytest.mark.parametrize("q_head", ["generic", "model"])
-def test_pwl_variables_build_both_heads_with_fewer_params(q_head):
-    """Both heads build with --variables pwl, in float32 and bf16 alike, with fewer
-    params than the per-variable GRNs and no `variables` sub-tree in either VSN."""
-    obs = make_obs(3, (4,))
-    grn = NetConfig(hidden=8, trunk=16, context=8, q_head=q_head)
-    lin = dataclasses.replace(grn, variables="pwl")
-    build = (lambda cfg: QNetwork(cfg, 3)) if q_head == "generic" else (
-        lambda cfg: ModelQNetwork(cfg, 3))
-    p_grn, p_lin = init_params(build(grn), obs), init_params(build(lin), obs)
-    count = lambda t: sum(x.size for x in jax.tree.leaves(t))  # noqa: E731
-    assert count(p_lin) < count(p_grn)
-    vsns = [k for k in p_lin["params"] if k.endswith("_vsn")]
-    assert vsns and all("variables" not in p_lin["params"][k] for k in vsns)
-    ref = jax.jit(build(lin).apply)(p_lin, obs)
-    half = jax.jit(build(dataclasses.replace(lin, precision="bf16")).apply)(p_lin, obs)
-    chex.assert_trees_all_equal_dtypes(ref, half)
-    chex.assert_trees_all_close(ref, half, atol=0.1, rtol=0.1)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

@@ -151,7 +151,8 @@ def test_the_model_head_refuses_what_it_cannot_do():
     ("train", "forecast_shrink", "off", "validation"),
     ("agent", "continuation_weight", 1.0, 0.0),
     ("net", "continuation", "afterstate", "state"),
-    ("train", "skill_shrink", "off", "validation")])
+    ("train", "skill_shrink", "off", "validation"),
+    ("net", "variables", "pwl", "grn"), ("net", "variables", "pwl", "linear")])
 def test_removed_options_in_a_saved_config(section, name, old, value):
     """The options issues 27 and 37 removed: a saved config holding the value every run had
     loads as today's config; another value is refused in one line naming the field, its
@@ -199,22 +200,6 @@ def test_a_saved_averaged_eval_params_is_refused_and_the_others_load():
     with pytest.raises(InputError, match="train.eval_params='average', an option removed on "
                        r"2026-12-03 \(its results: study 24 .*train.eval_params in online, "
                        "target") as err:
-        config_from_dict(saved)
-    assert "\n" not in str(err.value)
-
-
-def test_a_saved_linear_variables_is_refused_and_the_others_load():
-    """`--variables linear` left after study 31: a saved grn or pwl loads as it was; a saved
-    linear is refused in one line naming the study."""
-    from rl_trader.config import config_from_dict
-
-    saved = RunConfig().to_dict()
-    for kept in ("grn", "pwl"):
-        saved["net"]["variables"] = kept
-        assert config_from_dict(saved).net.variables == kept
-    saved["net"]["variables"] = "linear"
-    with pytest.raises(InputError, match="net.variables='linear', an option removed on "
-                       r"2026-12-04 \(its results: study 31 .*net.variables in grn, pwl") as err:
         config_from_dict(saved)
     assert "\n" not in str(err.value)
 
