@@ -407,9 +407,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         import jax
 
         jax.config.update("jax_debug_nans", bool(args.debug_nans))
-        # a rescore trains nothing: its runs' configuration is the one given, on any device
-        base = config_from_args(argparse.Namespace(**{**vars(args), "data.path": None}),
-                                platform="" if args.rescore else None)
+        base = config_from_args(argparse.Namespace(**{**vars(args), "data.path": None}))
         from rl_trader.run.experiment import run_experiment
         from rl_trader.run.prepare import prepare
         from rl_trader.runtime.devices import describe_device

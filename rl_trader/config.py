@@ -264,8 +264,7 @@ class TrainConfig:
     prefill_steps: int = option(64, "random-policy env steps before the first update")
     # 4 chosen on validation (docs/benchmarks.md): single agents vary a lot from seed to seed.
     seeds: int = option(4, "seeds per fold (and setting), trained together; their ensemble "
-                        "(mean greedy position) is the fold's policy; the default preset "
-                        "trains 2 on a CPU unless this is given")
+                        "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
     gbm_iterations: int = option(

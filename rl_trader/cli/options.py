@@ -140,15 +140,11 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items() if "." in k and v is not None}
 
 
-CPU_SEEDS = 2  # the default population on a CPU: seeds a fold (studies 22, 29)
-
-
-def config_from_args(args: argparse.Namespace, platform: str | None = None) -> RunConfig:
+def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The base configuration (--config file, else --preset, else `default`) with every option
-    given on the command line applied; validated. When `platform`, the backend that will train
-    it (None: JAX's default; "" for none, such as a gate judging saved runs), is the CPU, a
-    preset with more than `CPU_SEEDS` seeds a fold trains `CPU_SEEDS` instead, unless --seeds
-    or --config is given, and a line says so (`cpu_population`)."""
+    given on the command line applied; validated. The same on every backend: the default
+    population (4 seeds a fold) fits 6 minutes of `make train FOLDS=3` on a 2-core CPU since
+    study 32 (study 29's two seeds there are gone)."""
     if args.config and args.preset:
         raise InputError("options --config and --preset exclude each other: the saved "
                          "configuration is the base")
@@ -159,31 +155,7 @@ def config_from_args(args: argparse.Namespace, platform: str | None = None) -> R
         sections[section] = dataclasses.replace(sections[section], **{name: value})
     seed = cfg.seed if args.seed is None else args.seed
     sweep = parse_sweep(args.sweep) if args.sweep else cfg.sweep
-    cfg = dataclasses.replace(cfg, seed=seed, sweep=sweep, **sections).validate()
-    if args.config or "train.seeds" in given(args) or platform == "":
-        return cfg
-    return cpu_population(cfg, platform)
-
-
-def cpu_population(cfg: RunConfig, platform: str | None = None) -> RunConfig:
-    """`cfg` with `CPU_SEEDS` seeds a fold when `platform` (None: JAX's default backend) is
-    the CPU and it has more; printed. The largest population whose `make train FOLDS=3` fits
-    6 minutes on a 2-core CPU: 6 members take 4 min 2 s, 3 take 2 min 25 s (fresh clones,
-    2026-12-04); on the gate's planted markets 2 seeds against 4 cost 0.05 ± 0.06 of stitched
-    test Sharpe, 1 against 4 cost 0.17 ± 0.04 (docs/studies/29-cpu-two-seeds.md, 22)."""
-    if cfg.train.seeds <= CPU_SEEDS:
-        return cfg
-    if platform is None:
-        import jax
-
-        platform = jax.default_backend()
-    if platform != "cpu":
-        return cfg
-    print(f"population: {CPU_SEEDS} seeds a fold on a CPU ({cfg.train.seeds} on an "
-          f"accelerator), so that the main job takes minutes; --seeds {cfg.train.seeds} trains "
-          "the accelerator's ensemble (0.05 ± 0.06 more test Sharpe on the gate's planted "
-          "markets, within the noise: docs/studies/29-cpu-two-seeds.md)", flush=True)
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seeds=CPU_SEEDS))
+    return dataclasses.replace(cfg, seed=seed, sweep=sweep, **sections).validate()
 
 
 def run_parser(prog: str, description: str) -> Parser:

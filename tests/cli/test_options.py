@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rl_trader.cli.options import CPU_SEEDS, config_from_args, run_parser
+from rl_trader.cli.options import config_from_args, run_parser
 from rl_trader.config import (
     SECTIONS,
     SWEEPABLE,
@@ -88,27 +88,6 @@ def test_a_saved_config_reruns_exactly_and_options_override_it(tmp_path):
     assert parse("--config", str(path)) == cfg
     again = parse("--config", str(path), "--epochs", "7")
     assert again == dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=7))
-
-
-def test_the_default_population_is_smaller_on_a_cpu_and_says_so(tmp_path, capsys):
-    """On a CPU the default preset trains `CPU_SEEDS` seeds a fold (printed; kept in the
-    config, so it re-runs exactly anywhere); an accelerator keeps the preset's; --seeds and a
-    saved config are obeyed everywhere."""
-    args = run_parser("test", "test").parse_args
-    gpu = config_from_args(args([]), platform="gpu")
-    assert capsys.readouterr().out == "" and gpu == preset("default")
-    cpu = config_from_args(args([]), platform="cpu")
-    assert "population: 2 seeds a fold on a CPU (4 on an accelerator)" in capsys.readouterr().out
-    assert cpu == dataclasses.replace(gpu, train=dataclasses.replace(gpu.train,
-                                                                     seeds=CPU_SEEDS))
-    assert config_from_args(args(["--seeds", "4"]), platform="cpu") == gpu
-    assert config_from_args(args([]), platform="") == gpu  # nothing trains: as given
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(gpu.to_dict()))
-    assert config_from_args(args(["--config", str(path)]), platform="cpu") == gpu
-    path.write_text(json.dumps(cpu.to_dict()))
-    assert config_from_args(args(["--config", str(path)]), platform="gpu") == cpu
-    assert capsys.readouterr().out == ""
 
 
 def test_a_config_saved_before_a_field_keeps_its_old_behaviour(tmp_path):
