@@ -231,11 +231,13 @@ def _dates(s: pd.Series, col: str, src: str) -> np.ndarray:
 
 
 def load_bars(path: str | None = None, min_bars: int = 2) -> Bars:
-    """Load and validate OHLCV bars from `path` (None: the embedded S&P 500 daily file)."""
+    """Load and validate OHLCV bars from `path` (None or `EMBEDDED`, the name a run's summary
+    gives it: the embedded S&P 500 daily file)."""
     if min_bars < 1:
         raise InputError(f"min_bars must be >= 1, got {min_bars}")
-    src = EMBEDDED if path is None else str(path)
-    p = embedded_path() if path is None else pathlib.Path(path)
+    embedded = path is None or str(path) == EMBEDDED
+    src = EMBEDDED if embedded else str(path)
+    p = embedded_path() if embedded else pathlib.Path(path)
     if not p.exists():
         raise _fail(src, "no such file")
     if p.is_dir():

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from rl_trader.config import PRESETS, preset
+from rl_trader.data.loader import EMBEDDED  # the data source of a run on the embedded data
 from rl_trader.errors import InputError
 from rl_trader.evaluation.verdict import skill_verdict
 
-EMBEDDED = "embedded:sp500"  # the data source of a run on the embedded data (data.loader's name)
 COLUMNS = ("run", "status", "time", "data", "preset", "epochs", "folds", "agent",
            "buy_and_hold", "random", "vol_target", "ridge", "gbm", "dsr", "pbo", "spa", "skill",
            "note")

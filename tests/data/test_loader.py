@@ -43,6 +43,9 @@ def test_embedded_sp500():
     a, b = load_bars(), load_bars(None)
     assert isinstance(a, Bars) and len(a) == 5031
     assert a.source == "embedded:sp500"
+    # the name a run's summary gives it loads it too (`--data embedded:sp500`)
+    named = load_bars("embedded:sp500")
+    assert named.source == a.source and named.sha256 == a.sha256
     assert a.dates.dtype == np.dtype("datetime64[ns]")
     assert a.dates[0] == np.datetime64("1999-01-04") and a.dates[-1] == np.datetime64("2018-12-31")
     assert len(a.sha256) == 64 and int(a.sha256, 16) >= 0 and a.sha256 == b.sha256
