@@ -76,7 +76,9 @@ class FeatureConfig:
     lookback: int = option(
         1, "look-back window in bars (including bar t); 1: bar-level inputs (the bar-t "
         "variables alone, no window context)")
-    clip: float = option(5.0, "normalised features are clipped to [-clip, clip]")
+    clip: float = option(
+        5.0, "normalised features are clipped to [-clip, clip] (the VSN curves are flat "
+        "beyond ±4)")
     tree_forecast: str = option(
         "validation", "the gbm baseline's forecast as one more market variable, cross-fitted "
         "on each fold's train segment (5 blocks with purge gaps: no train bar's value comes "

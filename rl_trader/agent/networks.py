@@ -74,7 +74,9 @@ class GRN(nn.Module):
         return nn.LayerNorm(dtype=dtype, name="norm")(skip + glu)
 
 
-KNOTS = (-4.0, -3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0)  # in train-normalised units
+# In the units of the VSN's input: train-normalised z-scores for the market group (a curve is
+# flat beyond ±4); the generic head's portfolio VSN reads its variables as they are.
+KNOTS = (-4.0, -3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0)
 
 
 def hat_basis(x: jax.Array) -> jax.Array:

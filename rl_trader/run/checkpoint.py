@@ -50,7 +50,7 @@ def _flat(tree: Any) -> dict[str, Any]:
 
 
 def flat_params(params: Any) -> dict[str, np.ndarray]:
-    """Leaves by '/'-joined tree path, e.g. 'params/market_vsn/variables/w1_kernel' for Flax
+    """Leaves by '/'-joined tree path, e.g. 'params/market_vsn/knots' for Flax
     variables. The one flattening used by the fingerprint and the export."""
     return {k: np.asarray(v) for k, v in _flat(params).items()}
 

@@ -302,9 +302,10 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     if epoch > 0:
         fault_point(f"saved:{epoch - 1}")
     fault_point(f"epoch:{epoch}")
+    learnt = policy_params(runners.learner, cfg.train.eval_params)  # [members, ...]
     with clock.stage("validation"), run.compiles.first("validation program"):
-        acting = jax.device_put(ensembles(policy_params(runners.learner, cfg.train.eval_params),
-                                          len(c.groups), c.n_seeds), replicated(c.mesh))
+        acting = jax.device_put(ensembles(learnt, len(c.groups), c.n_seeds),
+                                replicated(c.mesh))
         val = trim(jax.tree.map(to_host, c.pop.evaluate(acting, c.val_data,
                                                         c.val_data.val[:, 0], prep.val_steps,
                                                         c.eval_keys)),
@@ -332,8 +333,7 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
             run.log(progress.stopped[k]["message"] + "; its last good checkpoint is kept")
             continue
         with clock.stage("checkpoints"):  # started: written in the background
-            best = _save_fold(run, k, epoch, val_sh, lambda i, n: rows(
-                policy_params(runners.learner, cfg.train.eval_params), i, n, c.mesh))
+            best = _save_fold(run, k, epoch, val_sh, lambda i, n: rows(learnt, i, n, c.mesh))
         fault_point(f"saving:{epoch}")
         _log_fold(run, k, epoch, {**records.fold_means(epoch, c.members_of(k)),
                                   **diagnostics_of(records.diagnostics, epoch, best)},
