@@ -10,8 +10,7 @@ from rl_trader import env
 from rl_trader.config import RunConfig
 from rl_trader.data.fold_data import FoldData
 from rl_trader.evaluation.rollout import Decide, no_aux
-
-VOL_WINDOW = 20  # bars of trailing log returns in the vol-target baseline's σ̂
+from rl_trader.evaluation.vol_target import trailing_vol, vol_target_fraction, vol_target_scale
 
 
 def constant_decide(fraction: float, data: FoldData, cfg: RunConfig) -> Decide:
@@ -45,23 +44,9 @@ def random_decide(data: FoldData, cfg: RunConfig) -> Decide:
     return decide
 
 
-def trailing_vol(close: jax.Array) -> jax.Array:
-    """σ̂_t: sample std (ddof 1) of the last VOL_WINDOW log returns log(C_s / C_{s−1}),
-    s = t − VOL_WINDOW + 1 … t (bar t's close included, nothing later); NaN while fewer
-    returns exist. close: [T] → [T] (as the `vol_20` feature, before normalisation)."""
-    rho = jnp.concatenate([jnp.full((1,), jnp.nan, close.dtype), jnp.diff(jnp.log(close))])
-    idx = jnp.arange(close.shape[0])[:, None] - jnp.arange(VOL_WINDOW)[None, :]
-    return jnp.std(rho[jnp.maximum(idx, 0)], axis=1, ddof=1)  # idx < 1 reaches the NaN pad
-
-
 def vol_target_positions(close: jax.Array, train: jax.Array) -> jax.Array:
-    """p_t = min(1, σ* / σ̂_t), long only; σ* = the median σ̂ over the train bars, so the target
-    needs no tuning, fits any bar frequency and holds full size in a typical train bar's
-    volatility or calmer; p = 0 where σ̂ is undefined. [T]."""
-    vol = trailing_vol(close)
-    t = jnp.arange(close.shape[0])
-    sigma_star = jnp.nanmedian(jnp.where((t >= train[0]) & (t < train[1]), vol, jnp.nan))
-    return jnp.where(jnp.isnan(vol), 0.0, jnp.minimum(1.0, sigma_star / vol))
+    """p_t = min(1, σ* / σ̂_t) (`vol_target_fraction`, σ* = `vol_target_scale`) [T]."""
+    return vol_target_fraction(trailing_vol(close), vol_target_scale(close, train))
 
 
 def vol_target_decide(data: FoldData, cfg: RunConfig) -> Decide:

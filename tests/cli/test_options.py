@@ -120,6 +120,9 @@ def test_the_model_head_refuses_what_it_cannot_do():
     with pytest.raises(InputError, match="option --backup='taken'.*with --q-head model"):
         parse("--q-head", "model", "--backup", "taken")
     assert parse("--lookback", "1").features.lookback == 1  # bar-level inputs
+    assert parse("--fallback", "vol_target").train.fallback == "vol_target"
+    with pytest.raises(InputError, match="option --fallback='vol_target'.*--q-head generic"):
+        parse("--q-head", "generic", "--fallback", "vol_target")
 
 
 @pytest.mark.parametrize("section, name, old, value", [

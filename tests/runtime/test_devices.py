@@ -5,6 +5,8 @@ population is 2 folds × 3-seed ensembles = 6 members: on 4 devices it is padded
 device), and fold 0's ensemble spans devices 0 and 1. The subprocess ends with a 4-device run
 killed after its first epoch (its programs already traced in that process), which a second
 subprocess resumes on 1 device with the programs the first compiled (the session's cache).
+The runs act with the fallback fit on validation (`--fallback vol_target`), whose per-member
+weights are computed on the sharded population.
 """
 
 import json
@@ -18,7 +20,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--preset", "smoke", "--data", "synthetic:ar1:1200:3", "--folds", "2", "--epochs", "2",
-        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8", "--seeds", "3", "--no-report"]
+        "--envs", "4", "--steps-per-epoch", "8", "--batch", "8", "--seeds", "3", "--no-report",
+        "--fallback", "vol_target"]  # its weights are sharded and resumed with the rest
 SCRIPT = """
 import json, os, sys
 from rl_trader.cli.train import main
@@ -30,7 +33,8 @@ for n in (1, 4):
     s = json.load(open(f"{base}/d{n}/summary.json"))
     t = json.load(open(f"{base}/d{n}/timings.json"))
     out[n] = {"test": [f["test_sharpe"] for f in s["folds"]],
-              "val": [f["val_sharpe"] for f in s["folds"]], "devices": t["devices"]}
+              "val": [f["val_sharpe"] for f in s["folds"]], "devices": t["devices"],
+              "weights": [e["forecast_weight"] for f in s["folds"] for e in f["epochs"]]}
 assert main(args + ["--devices", "5", "--run-dir", f"{base}/d5"]) == 2
 print("RESULT " + json.dumps(out), flush=True)
 os.environ["RL_TRADER_KILL_AT"] = "saved:0"  # this process ends here, by SIGKILL
@@ -64,6 +68,8 @@ def test_same_results_on_1_and_4_devices(layouts):
     assert [layouts[n]["devices"] for n in (1, 4)] == [1, 4]
     np.testing.assert_allclose(layouts[4]["test"], layouts[1]["test"], atol=1e-4)
     np.testing.assert_allclose(layouts[4]["val"], layouts[1]["val"], atol=1e-4)
+    np.testing.assert_allclose(layouts[4]["weights"], layouts[1]["weights"], atol=1e-4)
+    assert all(0.0 <= w <= 1.0 for w in layouts[1]["weights"])
 
 
 def test_a_run_killed_on_four_devices_resumes_on_one(layouts):
@@ -85,3 +91,5 @@ def test_a_run_killed_on_four_devices_resumes_on_one(layouts):
                                atol=1e-4)
     np.testing.assert_allclose([f["val_sharpe"] for f in both["folds"]], layouts[1]["val"],
                                atol=1e-4)
+    np.testing.assert_allclose([e["forecast_weight"] for f in both["folds"] for e in f["epochs"]],
+                               layouts[1]["weights"], atol=1e-4)

@@ -1,10 +1,11 @@
-"""The rule baselines: volatility targeting by hand and causal."""
+"""Volatility targeting (the `vol_target` baseline and the agent's fallback) by hand and causal."""
 
 
 import jax.numpy as jnp
 import numpy as np
 
-from rl_trader.baselines.rules import VOL_WINDOW, trailing_vol, vol_target_positions
+from rl_trader.baselines.rules import vol_target_positions
+from rl_trader.evaluation.vol_target import VOL_WINDOW, trailing_vol, vol_target_scale
 
 
 def test_vol_target_positions_by_hand_and_causal():
@@ -19,6 +20,8 @@ def test_vol_target_positions_by_hand_and_causal():
     train = jnp.asarray([0, 26])
     sigma_star = np.median(vol[VOL_WINDOW:26])
     want = np.where(np.isnan(vol), 0.0, np.minimum(1.0, sigma_star / vol))
+    np.testing.assert_allclose(float(vol_target_scale(jnp.asarray(close), train)), sigma_star,
+                               rtol=1e-4)
     got = np.asarray(vol_target_positions(jnp.asarray(close), train))
     np.testing.assert_allclose(got, want, rtol=1e-4)
     assert (want[VOL_WINDOW:] < 1).any() and (want[VOL_WINDOW:] == 1).any()
