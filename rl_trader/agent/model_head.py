@@ -299,8 +299,9 @@ def skill_weight(mu_val: jax.Array, y_val: jax.Array, mask: jax.Array) -> jax.Ar
 def blend(learnt: jax.Array, fallback: jax.Array, held: jax.Array) -> jax.Array:
     """The acting fraction a = w·a_learnt + (1 − w)·a_vt [...]: `learnt` the learnt policy's
     fraction, `fallback` [..., 2] the `FALLBACK` param [w, σ*], `held` = σ̂_t, `vol_target`'s
-    trailing volatility at the decision bar, so a_vt = `rules.vol_target_fraction(σ̂_t, σ*)`.
-    At w = 1 it is `learnt` exactly."""
+    trailing volatility at the decision bar, so a_vt =
+    `evaluation.vol_target.vol_target_fraction(σ̂_t, σ*)` (finite: 0 where undefined). At
+    w = 1 it is `learnt` exactly."""
     w = fallback[..., 0]
     return w * learnt + (1.0 - w) * vol_target_fraction(held, fallback[..., 1])
 
@@ -310,7 +311,8 @@ def fallback_params(apply_fn, params: dict, fold: FoldData,
     """The params one agent acts from under `--fallback vol_target`, and w: its forecast μ̂ on
     every bar (it reads the market alone, so the portfolio is left flat), w from `skill_weight`
     on the validation decisions (bars val₀ − 1 … val₁ − 2, each forecasting `aux_target`, the
-    next bar's return), and σ* = `rules.vol_target_scale` on the train bars, both into the
+    next bar's return), and σ* = `evaluation.vol_target.vol_target_scale` on the train bars
+    (0 if undefined there: the fallback is then flat), both into the
     `FALLBACK` param, so checkpoints, scoring, `predict` and `backtest` act from them
     unchanged (`blend`): an agent whose forecast shows no skill on validation (w = 0) holds
     `vol_target`'s position. μ̂ is computed on every bar of the (padded) arrays, but no bar
@@ -320,7 +322,7 @@ def fallback_params(apply_fn, params: dict, fold: FoldData,
     mu = apply_fn(params, observe_batch(fold, bars, flat, cfg.features)).aux
     val = (bars >= fold.val[0] - 1) & (bars <= fold.val[1] - 2)
     weight = skill_weight(mu, fold.aux_target, val)
-    sigma_star = vol_target_scale(fold.prices.close, fold.train)
+    sigma_star = jnp.nan_to_num(vol_target_scale(fold.prices.close, fold.train), nan=0.0)
     inner = {**params["params"], FALLBACK: jnp.stack([weight, sigma_star]).astype(jnp.float32)}
     return {**params, "params": inner}, weight
 

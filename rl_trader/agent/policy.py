@@ -19,8 +19,8 @@ def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
     outputs (`Head.greedy`: the model head the best position of their mean Q, the generic head
     the mean of their greedy targets). Under `--fallback vol_target` that target is blended
     with `vol_target`'s position by the members' mean [w, σ*] (`model_head.blend`, σ̂ from the
-    bars up to the decision's). VSN weights and the forecast ŷ (the aux head, μ̂ for the
-    model head) are the members' means."""
+    bars up to the decision's); the reported Q stays the learnt choice's. VSN weights and the
+    forecast ŷ (the aux head, μ̂ for the model head) are the members' means."""
     head = make_head(cfg)
     apply = jax.vmap(head.network.apply, in_axes=(0, None))
     fallback = cfg.train.fallback != "off"

@@ -29,5 +29,6 @@ def vol_target_scale(close: jax.Array, train: jax.Array) -> jax.Array:
 
 def vol_target_fraction(vol: jax.Array, sigma_star: jax.Array) -> jax.Array:
     """p = min(1, σ* / σ̂), long only: full size in a typical train bar's volatility or calmer;
-    0 where σ̂ (`vol`, any shape) is undefined."""
-    return jnp.where(jnp.isnan(vol), 0.0, jnp.minimum(1.0, sigma_star / vol))
+    0 where σ̂ (`vol`, any shape) or σ* is undefined, or both are 0 (constant prices); 1 where
+    only σ̂ is 0."""
+    return jnp.nan_to_num(jnp.minimum(1.0, sigma_star / vol), nan=0.0)

@@ -224,7 +224,8 @@ def train_run(key: jax.Array, fold: FoldData, hp: learner.HParams, head: learner
                  jnp.where(better, i, best_epoch), i + 1)
         return carry, (s, metrics)
 
-    carry0 = (runner, runner.learner.params, jnp.float32(-jnp.inf), jnp.int32(0), jnp.int32(0))
+    start, _ = acting_params(runner.learner, fold, head, cfg)  # kept if no epoch improves
+    carry0 = (runner, start, jnp.float32(-jnp.inf), jnp.int32(0), jnp.int32(0))
     (_, best, _, best_epoch, _), (val_sharpes, metrics) = jax.lax.scan(
         one_epoch, carry0, None, length=cfg.train.epochs)
     return TrainResult(best_params=best, best_epoch=best_epoch, val_sharpe=val_sharpes,

@@ -282,6 +282,19 @@ def test_fallback_blends_the_learnt_position_with_vol_targets():
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_fallback_blend_is_finite_on_constant_prices():
+    """Constant prices give σ̂ = 0 and, on train, σ* = 0 (or NaN before 20 returns, which
+    `fallback_params` makes 0): the fallback is then flat, σ̂ = 0 alone gives full size, and
+    w = 1 stays the learnt fraction exactly, never NaN."""
+    learnt = jnp.array([0.5, -1.0, 0.5, 1.0])
+    vol = jnp.array([0.0, 0.0, 0.0, jnp.nan])
+    for w in (0.0, 0.3, 1.0):
+        fallback = jnp.array([[w, 0.0], [w, 0.0], [w, 0.01], [w, jnp.nan]])
+        got = np.asarray(blend(learnt, fallback, vol))
+        np.testing.assert_allclose(got, w * np.asarray(learnt) + (1 - w) * np.array(
+            [0.0, 0.0, 1.0, 0.0]), rtol=1e-6)
+
+
 def test_the_fallback_param_starts_as_the_learnt_policy():
     """`ModelQNetwork(fallback=True)` holds [w, σ*] = [1, 0] from init: the learnt policy
     alone (learning leaves it there: tests/training/test_train.py checks it after an epoch)."""

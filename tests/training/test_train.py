@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rl_trader import env
 from rl_trader.agent import learner, model_head
 from rl_trader.agent.learner import HParams
 from rl_trader.data.fold_data import observe_batch
@@ -122,28 +123,29 @@ def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup):
             jax.tree.map(lambda x, i=i: x[i], batched.best_params), key), rtol=1e-4, atol=1e-5)
 
 
-FALLBACK = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train, fallback="vol_target"))
+VOL_FALLBACK = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train,
+                                                                  fallback="vol_target"))
 
 
 def test_fallback_reads_train_and_validation_bars_only(setup):
     """`--fallback vol_target` after an epoch: w is the noise-shrunk slope of the targets on
     μ̂ over the validation decisions, σ* vol_target's median trailing σ̂ over the train bars
-    (by hand), and nothing
-    from the last validation decision's target on is read: with skill planted in the
-    validation targets (so w > 0), scrambling every bar from val₁ − 1 on (the gap and the test
-    block) changes nothing, while the last decision's own target, at val₁ − 2, moves w. The
-    rest of the params is the learnt one's, untouched; learning never moves [w, σ*] = [1, 0]."""
+    (by hand), and nothing from the last validation decision's target on is read: with skill
+    planted in the validation targets (so w > 0), scrambling every bar from val₁ − 1 on (the
+    gap and the test block) changes nothing, while the last decision's own target, at
+    val₁ − 2, moves w. The rest of the params is the learnt one's, untouched; learning never
+    moves [w, σ*] = [1, 0]."""
     prep, datas, _, val_len = setup
-    trainer = jit_single(make_train(unread_dropped(FALLBACK), prep.periods_per_year, val_len))
+    trainer = jit_single(make_train(unread_dropped(VOL_FALLBACK), prep.periods_per_year, val_len))
     fold = datas[0]
     runner, _ = trainer.epoch(trainer.init(jax.random.PRNGKey(7), fold), fold, HP)
     params = jax.tree.map(np.array, runner.learner.params)
     np.testing.assert_array_equal(params["params"][model_head.FALLBACK], [1.0, 0.0])
     act = jax.jit(lambda p, f: model_head.fallback_params(trainer.network.apply, p, f,
-                                                          FALLBACK))
+                                                          VOL_FALLBACK))
     acting, w = act(params, fold)
     bars = np.arange(fold.aux_target.shape[0])
-    flat = jnp.zeros((len(bars), 5), jnp.float32)
+    flat = jnp.zeros((len(bars), len(env.PORTFOLIO_NAMES)), jnp.float32)
     out = jax.jit(trainer.network.apply)(params, observe_batch(fold, bars, flat, CFG.features))
     mu = np.asarray(out.aux, np.float64)
     (t0, t1), (v0, v1) = np.asarray(fold.train), np.asarray(fold.val)
