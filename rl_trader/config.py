@@ -273,7 +273,7 @@ class TrainConfig:
     fallback: str = option(
         "off", "model head: act a = w·a_learnt + (1 − w)·a_vt, w = clip(β̂·(1 − 1/t²)₊, 0, 1) "
         "from the forecast μ̂'s slope β̂ and t on the fold's validation block, a_vt = min(1, "
-        "σ*/σ̂) vol_target's long position (σ̂ the trailing 20-bar volatility of log closes, "
+        "σ*/σ̂) vol_target's long position (σ̂ the trailing 20-bar volatility of log returns, "
         "σ* its median over the fold's train bars) (off: as learnt; vol_target: without skill "
         "the agent holds vol_target's position)",
         choices=FALLBACKS)

@@ -72,7 +72,8 @@ class ModelOut:
 
 # The param [w, σ*] of `ModelQNetwork(fallback=True)` (`--fallback vol_target`): the weight the
 # learnt policy keeps and `vol_target`'s σ* on the fold's train bars. No output reads it, so
-# no loss moves it; `fallback_params` fits it for acting, and `policy.greedy_decide` blends.
+# no loss moves it (weight decay may, under `--weight-decay-on all`: harmless, since
+# `fallback_params` overwrites it for acting); `policy.greedy_decide` blends.
 FALLBACK = "fallback"
 
 

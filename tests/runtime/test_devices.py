@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--preset", "smoke", "--data", "synthetic:ar1:1200:3", "--folds", "2", "--epochs", "2",
@@ -93,3 +94,17 @@ def test_a_run_killed_on_four_devices_resumes_on_one(layouts):
                                atol=1e-4)
     np.testing.assert_allclose([e["forecast_weight"] for f in both["folds"] for e in f["epochs"]],
                                layouts[1]["weights"], atol=1e-4)
+
+
+def test_checkpoints_hold_the_fitted_fallback(layouts):
+    """The saved acting params carry each member's fitted [w, σ*], not the learner's [1, 0]:
+    σ* is the fold's one train-median σ̂ (> 0 on any moving market) and the members' mean w is
+    the summary's weight at the best epoch."""
+    layouts, base = layouts
+    summary = json.loads((base / "d1" / "summary.json").read_text())
+    for f in summary["folds"]:
+        saved = load_file(base / "d1" / f"fold_{f['fold']}" / "best_params.safetensors")
+        w, sigma = saved["params/fallback"].T  # [3] members each
+        assert np.all(sigma > 0.0) and np.all(sigma == sigma[0])
+        np.testing.assert_allclose(w.mean(), f["epochs"][f["best_epoch"]]["forecast_weight"],
+                                   atol=1e-6)
