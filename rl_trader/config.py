@@ -280,8 +280,8 @@ class TrainConfig:
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
-    # 649 = the settings looked at to choose the defaults, counted in docs/findings.md.
-    prior_trials: int = option(649, "trials looked at outside this run (e.g. the settings tried "
+    # 669 = the settings looked at to choose the defaults, counted in docs/findings.md.
+    prior_trials: int = option(669, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/findings.md), added to the DSR's "
                                "count of trials")
 
