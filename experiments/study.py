@@ -77,11 +77,9 @@ def study_rows(run_dir: Path, cuts: list[int], ppy: float) -> list[dict]:
         row["buy_hold"] = None if buy_hold is None else halves_sharpe(buy_hold[fold][None], ppy)
         row["ridge"] = None if ridge is None else halves_sharpe(ridge[fold][None], ppy)
         first = [] if epochs is None else epochs.get(int(fold), [])[:max(cuts)]
-        chosen = (first[best_of(range(len(first)), [e["val_sharpe"] for e in first])]
-                  if first else {})  # the epoch the run's own rule chose
-        ic, w = chosen.get("forecast_ic"), chosen.get("forecast_weight")
-        row["ic"] = None if ic is None else float(ic)
-        row["w"] = None if w is None else float(w)  # the policy's forecast weight there
+        ics = [e.get("forecast_ic") for e in first]
+        ic = ics[best_of(range(len(first)), [e["val_sharpe"] for e in first])] if ics else None
+        row["ic"] = None if ic is None else float(ic)  # at the epoch the run's own rule chose
         row["ridge_ic"] = None if ridge_ic is None else float(ridge_ic[fold])
         rows.append(row)
     return rows
@@ -168,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     keys = ([f"split@{c}" for c in cuts] + ["last_over_best"] + [f"sharpe@{c}" for c in cuts]
-            + ["oracle", "buy_hold", "ridge", "ic", "ridge_ic", "w"])
+            + ["oracle", "buy_hold", "ridge", "ic", "ridge_ic"])
     for r in rows:
         print(f"{r['run']:<40} fold {r['fold']} setting {r['setting']}  " + "  ".join(
             f"{k} {r[k]:.2f}" if r.get(k) is not None else f"{k} n/a" for k in keys))

@@ -248,7 +248,6 @@ class AgentConfig:
 
 
 EVAL_PARAMS = ("online", "target")
-FALLBACKS = ("off", "vol_target")  # `model_head.fallback_params`
 
 
 # The gbm baseline's candidate boosting iterations (`gbm.fit_gbm`), up to
@@ -270,13 +269,6 @@ class TrainConfig:
                         "(mean greedy position) is the fold's policy")
     eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
                               "params", choices=EVAL_PARAMS)
-    fallback: str = option(
-        "off", "model head: act a = w·a_learnt + (1 − w)·a_vt, w = clip(β̂·(1 − 1/t²)₊, 0, 1) "
-        "from the forecast μ̂'s slope β̂ and t on the fold's validation block, a_vt = min(1, "
-        "σ*/σ̂) vol_target's long position (σ̂ the trailing 20-bar volatility of log returns, "
-        "σ* its median over the fold's train bars) (off: as learnt; vol_target: without skill "
-        "the agent holds vol_target's position)",
-        choices=FALLBACKS)
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
@@ -295,7 +287,6 @@ class TrainConfig:
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
         _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online or target",
                self.eval_params)
-        _check(self.fallback in FALLBACKS, "--fallback", "off or vol_target", self.fallback)
         _check(self.gbm_iterations in GBM_ITERATIONS, "--gbm-iterations",
                f"one of {', '.join(map(str, GBM_ITERATIONS))}", self.gbm_iterations)
         _check(0 <= self.prior_trials <= 10_000_000, "--prior-trials", "an integer >= 0",
@@ -331,9 +322,6 @@ class RunConfig:
         _check(not (model and self.agent.backup == "taken"), "--backup",
                "all or unset with --q-head model (it backs up every position)",
                self.agent.backup)
-        _check(model or self.train.fallback == "off", "--fallback",
-               "off with --q-head generic (it blends the model head's policy)",
-               self.train.fallback)
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:
@@ -417,6 +405,7 @@ REMOVED_FIELDS = {
                                      read_if=("q_head", "model")),
     ("train", "skill_shrink"): Removed("off", "study 30", "2026-12-04"),
     ("net", "variables"): Removed("pwl", "studies 31-32", "2026-12-04"),
+    ("train", "fallback"): Removed("off", "study 33", "2026-12-05"),
 }
 # Choices removed from a field that remains, with the studies that rejected them and the date.
 REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03"),

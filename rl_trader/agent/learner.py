@@ -120,12 +120,6 @@ def policy_params(state: TrainState, which: str) -> chex.ArrayTree:
     return {"online": state.params, "target": state.target_params}[which]
 
 
-def as_learnt(params: chex.ArrayTree, fold: object) -> tuple[chex.ArrayTree, jax.Array]:
-    """`Head.acting` of a head that acts from its params as learnt: them, and weight 1."""
-    del fold
-    return params, jnp.float32(1.0)
-
-
 def huber(x: jax.Array, delta: float) -> jax.Array:
     """Huber loss: ½x² for |x| ≤ δ, δ(|x| − ½δ) beyond."""
     ax = jnp.abs(x)
@@ -260,10 +254,6 @@ class Head(NamedTuple):
     explore: Callable[..., tuple[jax.Array, jax.Array]]
     # (state, sample: replay.NStep, obs_tm1 [B], y_tm1 [B], fold, hp) -> one gradient step
     update: Callable[..., tuple[TrainState, LossInfo]]
-    # (params, fold) -> the params one agent's greedy policy acts from (`policy_params`
-    # rewritten by the head, e.g. blended with a baseline where validation finds no skill) and
-    # the weight w the learnt policy keeps (1: as learnt)
-    acting: Callable[..., tuple[chex.ArrayTree, jax.Array]]
     # (out [S], position, scale) -> an ensemble's target fraction and its Q (reward units)
     greedy: Callable[..., tuple[jax.Array, jax.Array]]
     # (out [S], position, scale) -> each member's chosen `fraction` [S] and Q-values by name

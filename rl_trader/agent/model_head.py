@@ -43,7 +43,6 @@ from rl_trader.agent.learner import (
     LossInfo,
     TrainState,
     apply_loss,
-    as_learnt,
     full_action_backups,
     huber,
     position_actions,
@@ -53,9 +52,8 @@ from rl_trader.agent.learner import (
 from rl_trader.agent.networks import GRN, centred, encode_market, head
 from rl_trader.agent.replay import NStep
 from rl_trader.config import AgentConfig, EnvConfig, NetConfig, RunConfig
-from rl_trader.data.fold_data import FoldData, Obs, observe_batch
+from rl_trader.data.fold_data import FoldData, Obs
 from rl_trader.env import FLAT
-from rl_trader.evaluation.vol_target import vol_target_fraction, vol_target_scale
 
 
 @struct.dataclass
@@ -68,20 +66,6 @@ class ModelOut:
     w_magnitude: jax.Array  # [..., M] centred magnitude advantages (continuation)
     market_weights: jax.Array  # [..., F]
     portfolio_weights: jax.Array  # [..., P]
-
-
-# The param [w, σ*] of `ModelQNetwork(fallback=True)` (`--fallback vol_target`): the weight the
-# learnt policy keeps and `vol_target`'s σ* on the fold's train bars. No output reads it, so
-# no loss moves it (weight decay may, under `--weight-decay-on all`: harmless, since
-# `fallback_params` overwrites it for acting); `policy.greedy_decide` blends.
-FALLBACK = "fallback"
-
-
-def _as_learnt(key: jax.Array | None, shape: tuple[int],
-               dtype: jnp.dtype = jnp.float32) -> jax.Array:
-    """The fallback param's start [w, σ*] = [1, 0]: the learnt policy alone."""
-    del key
-    return jnp.array([1.0, 0.0], dtype).reshape(shape)
 
 
 class ModelQNetwork(nn.Module):
@@ -106,7 +90,6 @@ class ModelQNetwork(nn.Module):
 
     cfg: NetConfig
     n_magnitudes: int
-    fallback: bool = False  # hold the `FALLBACK` param [w, σ*] (`--fallback vol_target`)
 
     @nn.compact
     def __call__(self, obs: Obs) -> ModelOut:
@@ -119,8 +102,6 @@ class ModelQNetwork(nn.Module):
             enc, ctx = jax.lax.stop_gradient((market, context))
         trunk = GRN(cfg.trunk, precision=p, name="trunk")(enc, ctx)
         value = head(1, "value", trunk, p)
-        if self.fallback:
-            self.param(FALLBACK, _as_learnt, (2,))  # held for acting (`FALLBACK`)
         return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),
                         w_direction=value + centred(head(3, "adv_direction", trunk, p)),
                         w_magnitude=centred(head(self.n_magnitudes, "adv_magnitude", trunk, p)),
@@ -264,73 +245,15 @@ def greedy(out: ModelOut, position: jax.Array, scale: jax.Array,
     """The ensemble's choice from its members' outputs [S]: their assembled Q over the K
     positions (linear in the forecasts and the continuation, so this averages those) is
     averaged, and the ensemble holds the best position of that mean,
-    p* = a_k*, k* = argmax_k (1/S) Σ_s Q_s(a_k); its Q is that mean's maximum (under
-    `--fallback vol_target`, `policy.greedy_decide` blends p*)."""
+    p* = a_k*, k* = argmax_k (1/S) Σ_s Q_s(a_k); its Q is that mean's maximum."""
     q_pos = ensemble_q(out, position, scale, cfg).mean(0)
     best = jnp.argmax(q_pos)
     return position_fractions(cfg.env)[best], q_pos[best]
 
 
-def skill_weight(mu_val: jax.Array, y_val: jax.Array, mask: jax.Array) -> jax.Array:
-    """The forecast's weight w ∈ [0, 1] from its skill on the validation decisions: the bars
-    where `mask` [V] holds, each forecast μ̂ [V] of its realised target y [V] (other bars are
-    never used, whatever their values). With β̂ the least-squares slope of y on μ̂ there and
-    t = β̂ / se(β̂) (n − 2 degrees of freedom),
-
-        w = clip(β̂ · max(0, 1 − 1/t²), 0, 1),
-
-    the slope times the plug-in estimate of its MSE-optimal shrink factor β²/(β² + se²); 0 for
-    a constant forecast or fewer than three bars."""
-    chex.assert_equal_shape([mu_val, y_val, mask])
-    n = mask.sum().astype(jnp.float32)
-    x = jnp.where(mask, mu_val, 0.0)
-    y = jnp.where(mask, y_val, 0.0)
-    x_bar, y_bar = x.sum() / n, y.sum() / n
-    dx, dy = jnp.where(mask, x - x_bar, 0.0), jnp.where(mask, y - y_bar, 0.0)
-    sxx, sxy, syy = (dx * dx).sum(), (dx * dy).sum(), (dy * dy).sum()
-    ok = (sxx > 0) & (n > 2)
-    sxx_ = jnp.where(ok, sxx, 1.0)
-    beta = jnp.where(ok, sxy / sxx_, 0.0)
-    resid = jnp.maximum(syy - beta * sxy, 0.0) / jnp.maximum(n - 2.0, 1.0)
-    t2 = sxy**2 / (sxx_ * jnp.maximum(resid, 1e-30))  # = β̂² / se²
-    w = beta * jnp.maximum(0.0, 1.0 - 1.0 / jnp.maximum(t2, 1e-30))
-    return jnp.where(ok, jnp.clip(w, 0.0, 1.0), 0.0)
-
-
-def blend(learnt: jax.Array, fallback: jax.Array, held: jax.Array) -> jax.Array:
-    """The acting fraction a = w·a_learnt + (1 − w)·a_vt [...]: `learnt` the learnt policy's
-    fraction, `fallback` [..., 2] the `FALLBACK` param [w, σ*], `held` = σ̂_t, `vol_target`'s
-    trailing volatility at the decision bar, so a_vt =
-    `evaluation.vol_target.vol_target_fraction(σ̂_t, σ*)` (finite: 0 where undefined). At
-    w = 1 it is `learnt` exactly."""
-    w = fallback[..., 0]
-    return w * learnt + (1.0 - w) * vol_target_fraction(held, fallback[..., 1])
-
-
-def fallback_params(apply_fn, params: dict, fold: FoldData,
-                    cfg: RunConfig) -> tuple[dict, jax.Array]:
-    """The params one agent acts from under `--fallback vol_target`, and w: its forecast μ̂ on
-    every bar (it reads the market alone, so the portfolio is left flat), w from `skill_weight`
-    on the validation decisions (bars val₀ − 1 … val₁ − 2, each forecasting `aux_target`, the
-    next bar's return), and σ* = `evaluation.vol_target.vol_target_scale` on the train bars
-    (0 if undefined there: the fallback is then flat), both into the
-    `FALLBACK` param, so checkpoints, scoring, `predict` and `backtest` act from them
-    unchanged (`blend`): an agent whose forecast shows no skill on validation (w = 0) holds
-    `vol_target`'s position. μ̂ is computed on every bar of the (padded) arrays, but no bar
-    from val₁ on is used."""
-    bars = jnp.arange(fold.aux_target.shape[0])
-    flat = jnp.zeros((bars.shape[0], len(env.PORTFOLIO_NAMES)), jnp.float32)
-    mu = apply_fn(params, observe_batch(fold, bars, flat, cfg.features)).aux
-    val = (bars >= fold.val[0] - 1) & (bars <= fold.val[1] - 2)
-    weight = skill_weight(mu, fold.aux_target, val)
-    sigma_star = jnp.nan_to_num(vol_target_scale(fold.prices.close, fold.train), nan=0.0)
-    inner = {**params["params"], FALLBACK: jnp.stack([weight, sigma_star]).astype(jnp.float32)}
-    return {**params, "params": inner}, weight
-
-
 def make(cfg: RunConfig) -> Head:
     """The model head of `cfg` (`learner.Head`)."""
-    net = ModelQNetwork(cfg.net, len(cfg.env.magnitudes), cfg.train.fallback != "off")
+    net = ModelQNetwork(cfg.net, len(cfg.env.magnitudes))
     apply = traced_once(net)
 
     def explore(key: jax.Array, out: ModelOut, position: jax.Array, scale: jax.Array,
@@ -348,11 +271,7 @@ def make(cfg: RunConfig) -> Head:
         return {"fraction": position_fractions(cfg.env)[jnp.argmax(q_pos, -1)],
                 "q_position": q_pos, "next_return_second_moment": out.second_moment * scale**2}
 
-    def with_fallback(params: dict, fold: FoldData) -> tuple[dict, jax.Array]:
-        return fallback_params(apply, params, fold, cfg)
-
     return Head(network=net, explore=explore, update=learn,
-                acting=with_fallback if cfg.train.fallback == "vol_target" else as_learnt,
                 greedy=lambda out, position, scale: greedy(out, position, scale, cfg),
                 describe=describe,
                 labels={"q_position": tuple(f"{x:+g}" for x in (

@@ -6,32 +6,24 @@ import jax
 import jax.numpy as jnp
 
 from rl_trader.agent.heads import make_head
-from rl_trader.agent.model_head import FALLBACK, blend
 from rl_trader.config import RunConfig
 from rl_trader.data.fold_data import FoldData, observe
 from rl_trader.evaluation.rollout import Aux, Decide
-from rl_trader.evaluation.vol_target import trailing_vol
 
 
 def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
     """The agent's greedy policy. `params` stack an ensemble of S agents on a leading axis
     (S = 1: a single agent); the Q-head chooses the ensemble's target from its members'
     outputs (`Head.greedy`: the model head the best position of their mean Q, the generic head
-    the mean of their greedy targets). Under `--fallback vol_target` that target is blended
-    with `vol_target`'s position by the members' mean [w, σ*] (`model_head.blend`, σ̂ from the
-    bars up to the decision's); the reported Q stays the learnt choice's. VSN weights and the
-    forecast ŷ (the aux head, μ̂ for the model head) are the members' means."""
+    the mean of their greedy targets). VSN weights and the forecast ŷ (the aux head, μ̂ for the
+    model head) are the members' means."""
     head = make_head(cfg)
     apply = jax.vmap(head.network.apply, in_axes=(0, None))
-    fallback = cfg.train.fallback != "off"
-    vol = trailing_vol(data.prices.close) if fallback else None  # [T], causal
 
     def decide(key, state, port):
         del key
         out = apply(params, observe(data, state.t, port, cfg.features))
         target, q = head.greedy(out, port[0], data.return_scale[state.t])
-        if fallback:
-            target = blend(target, params["params"][FALLBACK].mean(0), vol[state.t])
         return target, Aux(market_weights=out.market_weights.mean(0),
                            portfolio_weights=out.portfolio_weights.mean(0),
                            q=jnp.asarray(q, jnp.float32), forecast=out.aux.mean())

@@ -1,6 +1,5 @@
-"""Volatility targeting, shared by the `vol_target` baseline (`baselines.rules`) and the
-model head's fallback (`--fallback vol_target`): the trailing σ̂, the train-median target σ*
-and the long position min(1, σ*/σ̂)."""
+"""Volatility targeting, the `vol_target` baseline's maths (`baselines.rules`): the trailing
+σ̂, the train-median target σ* and the long position min(1, σ*/σ̂)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl_trader.agent.learner import TrainState
+from rl_trader.agent.learner import TrainState, policy_params
 from rl_trader.baselines.gbm import TREES_FILE, GbmFits, save_trees
 from rl_trader.data.buckets import trim
 from rl_trader.data.fold_data import fold_inference_metadata
@@ -251,19 +251,17 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
         if ckpt is not None:
             ckpt.delete_after(progress.epochs_done - 1)
     if resume and progress.epochs_done:
-        _restore_lost_checkpoints(run, runners, restored, progress)
+        _restore_lost_checkpoints(run, restored, progress)
     return run, RunState(runners=runners, records=records, progress=progress)
 
 
-def _restore_lost_checkpoints(run: Run, runners, restored: Records, progress: Progress) -> None:
-    """Save again, from the resume state (`runners`, the members on the devices), a fold
-    checkpoint of the resumed epoch that never reached the disk: the fold checkpoints and the
-    resume state are written in the background side by side, so a run killed at the wrong
-    moment can have committed the second only. The acting params come from the training
-    program's own `acting`, called by every process (it may be a collective)."""
-    epoch, c = progress.epochs_done - 1, run.cohort
+def _restore_lost_checkpoints(run: Run, restored: Records, progress: Progress) -> None:
+    """Save again, from the resume state, a fold checkpoint of the resumed epoch that never
+    reached the disk: the fold checkpoints and the resume state are written in the background
+    side by side, so a run killed at the wrong moment can have committed the second only."""
+    epoch = progress.epochs_done - 1
     val_sh = [sharpe_of(r, run.prep.periods_per_year) for r in restored.val_returns[epoch]]
-    acting = jax.tree.map(to_host, c.pop.acting(runners.learner, c.data)[0])
+    acting = policy_params(restored.runners.learner, run.prep.cfg.train.eval_params)
     for k, ckpt in enumerate(run.checkpoints):
         if ckpt is not None and k not in progress.stopped and epoch not in ckpt.saved_epochs():
             _save_fold(run, k, epoch, val_sh,
@@ -304,9 +302,9 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     if epoch > 0:
         fault_point(f"saved:{epoch - 1}")
     fault_point(f"epoch:{epoch}")
+    learnt = policy_params(runners.learner, cfg.train.eval_params)  # [members, ...]
     with clock.stage("validation"), run.compiles.first("validation program"):
-        members, weight = c.pop.acting(runners.learner, c.data)  # [P, ...], w [P]
-        acting = jax.device_put(ensembles(members, len(c.groups), c.n_seeds),
+        acting = jax.device_put(ensembles(learnt, len(c.groups), c.n_seeds),
                                 replicated(c.mesh))
         val = trim(jax.tree.map(to_host, c.pop.evaluate(acting, c.val_data,
                                                         c.val_data.val[:, 0], prep.val_steps,
@@ -317,7 +315,7 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     records, progress = state.records, state.progress
     records.val_returns[epoch] = val_returns
     with clock.stage("diagnostics"):
-        _diagnose(run, records.diagnostics, epoch, acting, val, weight)
+        _diagnose(run, records.diagnostics, epoch, acting, val)
     for f in dataclasses.fields(EpochMetrics):
         getattr(records.metrics, f.name)[epoch] = to_host(getattr(metrics, f.name))[
             :len(c.members)]
@@ -335,7 +333,7 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
             run.log(progress.stopped[k]["message"] + "; its last good checkpoint is kept")
             continue
         with clock.stage("checkpoints"):  # started: written in the background
-            best = _save_fold(run, k, epoch, val_sh, lambda i, n: rows(members, i, n, c.mesh))
+            best = _save_fold(run, k, epoch, val_sh, lambda i, n: rows(learnt, i, n, c.mesh))
         fault_point(f"saving:{epoch}")
         _log_fold(run, k, epoch, {**records.fold_means(epoch, c.members_of(k)),
                                   **diagnostics_of(records.diagnostics, epoch, best)},
@@ -353,17 +351,13 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     return RunState(runners=runners, records=records, progress=progress)
 
 
-def _diagnose(run: Run, d: Diagnostics, epoch: int, acting, val, weight) -> None:
+def _diagnose(run: Run, d: Diagnostics, epoch: int, acting, val) -> None:
     """Fill epoch `epoch` of the learning diagnostics (`run_state.Diagnostics`) in place: the
     greedy Sharpe on the end of each fold's train segment, Q against the realised discounted
     reward on validation, the validation positions, the forecast's information coefficient
-    there and the weight the policy gives it (each ensemble's mean of its members' `weight`
-    [P], `Population.acting`). `val`: the validation rollouts on the host, trimmed to the
-    validation length (decisions at bars val₀ − 1 …, each forecasting the target
-    `aux_target` of its bar)."""
+    there. `val`: the validation rollouts on the host, trimmed to the validation length
+    (decisions at bars val₀ − 1 …, each forecasting the target `aux_target` of its bar)."""
     prep, c = run.prep, run.cohort
-    d.forecast_weight[epoch] = to_host(weight)[:len(c.members)].reshape(
-        len(c.groups), c.n_seeds).mean(1)
     probe = min(prep.val_len, min(f.train[1] - f.train[0] for f in prep.folds))
     train = c.pop.evaluate(acting, c.val_data, c.val_data.train[:, 1] - probe, prep.val_steps,
                            c.eval_keys)  # probe ≤ val_len: the validation program, reused
@@ -410,8 +404,6 @@ def _log_fold(run: Run, k: int, epoch: int, mean: dict[str, float], val_sharpe: 
             f"  td {mean['td_abs']:.3f}  aux {mean['aux_loss']:.3f}"
             f"  ε {mean['epsilon']:.3f}  train Sharpe {mean['train_sharpe']:+.3f}"
             f"  val Sharpe {val_sharpe:+.3f}"
-            + (f"  policy w {mean['forecast_weight']:.2f}"
-               if run.prep.cfg.train.fallback != "off" else "") +
             f"  {time.time() - run.t_start:6.1f}s  training left ~{format_seconds(left)}")
 
 

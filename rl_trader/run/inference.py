@@ -26,7 +26,6 @@ import numpy as np
 from rl_trader import env
 from rl_trader.agent.heads import make_head
 from rl_trader.agent.learner import TrainState, init_train_state
-from rl_trader.agent.model_head import FALLBACK, blend
 from rl_trader.agent.networks import Obs
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.baselines.gbm import TREES_FILE, load_trees, tree_column
@@ -41,7 +40,6 @@ from rl_trader.evaluation.headline import superior_ability
 from rl_trader.evaluation.metrics import geometric_mean_positive, sharpe
 from rl_trader.evaluation.rollout import Aux, Rollout, rollout
 from rl_trader.evaluation.stats import min_track_record_length, moments, probabilistic_sharpe_ratio
-from rl_trader.evaluation.vol_target import trailing_vol
 from rl_trader.run.checkpoint import FoldCheckpoints, fingerprint
 from rl_trader.run.prepare import TREE_FORECAST_NAME
 from rl_trader.run.scoring import compare, save_returns
@@ -211,21 +209,14 @@ def act(params, data: FoldData, state: env.EnvState,
         cfg: RunConfig) -> tuple[jax.Array, Aux, dict[str, jax.Array], jax.Array, jax.Array]:
     """At the close of bar `state.t`: the ensemble's target and what it reports (`Aux`: mean
     VSN weights and forecast; `greedy_decide`), every member's choice and Q-values
-    (`Head.describe`, leading axis [S]; under `--fallback vol_target` each member's choice
-    blended by its own [w, σ*], which `fallback_weight` reports), each member's forecast ŷ
-    [S] and the portfolio features [P]."""
+    (`Head.describe`, leading axis [S]), each member's forecast ŷ [S] and the portfolio
+    features [P]."""
     port = env.portfolio_features(state, data.prices)
     target, aux = greedy_decide(params, data, cfg)(None, state, port)
     head = make_head(cfg)
     out = jax.vmap(head.network.apply, in_axes=(0, None))(
         params, observe(data, state.t, port, cfg.features))
-    described = head.describe(out, port[0], data.return_scale[state.t])
-    if cfg.train.fallback != "off":
-        fallback = params["params"][FALLBACK]  # [S, 2]
-        vol = trailing_vol(data.prices.close)[state.t]
-        described = {**described, "fraction": blend(described["fraction"], fallback, vol),
-                     "fallback_weight": fallback[:, 0]}
-    return target, aux, described, out.aux, port
+    return target, aux, head.describe(out, port[0], data.return_scale[state.t]), out.aux, port
 
 
 def _when(date: np.datetime64) -> str:

@@ -39,9 +39,6 @@ class Diagnostics:
     forecast_ic: on validation, the correlation of the aux head's forecast (ensemble mean) with
     the next-bar return it predicts (`forecast_ic`), the forecast's information coefficient;
     None in the summary when that forecast is constant.
-    forecast_weight: the weight w the acting policy gives the learnt one, from the forecast's
-    validation skill, the members' mean (1: as learnt; below 1 under `--fallback vol_target`,
-    `model_head.skill_weight`, the rest going to `vol_target`'s position).
     """
 
     train_sharpe: np.ndarray  # [E, G]
@@ -49,13 +46,12 @@ class Diagnostics:
     realised: np.ndarray  # [E, G]
     positions: np.ndarray  # float32 [E, G, V]
     forecast_ic: np.ndarray  # [E, G]
-    forecast_weight: np.ndarray  # [E, G]
 
     @staticmethod
     def zeros(n_epochs: int, n_groups: int, n_bars: int) -> Diagnostics:
         z = np.zeros((n_epochs, n_groups))
         return Diagnostics(train_sharpe=z, q_greedy=z.copy(), realised=z.copy(),
-                           forecast_ic=z.copy(), forecast_weight=z.copy(),
+                           forecast_ic=z.copy(),
                            positions=np.zeros((n_epochs, n_groups, n_bars), np.float32))
 
 
@@ -215,5 +211,4 @@ def diagnostics_of(d: Diagnostics, epoch: int, g: int) -> dict:
             "overestimation": float(d.q_greedy[epoch, g] - d.realised[epoch, g]),
             "churn": churn, "magnitude_fractions": magnitude_fractions(d.positions[epoch, g]),
             "direction_fractions": direction_fractions(d.positions[epoch, g]),
-            "forecast_ic": finite_or_none(d.forecast_ic[epoch, g]),
-            "forecast_weight": float(d.forecast_weight[epoch, g])}
+            "forecast_ic": finite_or_none(d.forecast_ic[epoch, g])}

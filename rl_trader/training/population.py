@@ -80,8 +80,7 @@ class Population:
     With a `mesh`, every output keeps its population axis sharded over the mesh (so the next
     epoch reuses the same compiled program); the population size must then be a multiple of
     the mesh's devices (`devices.padded_size`). `epoch` donates the runners (the replay and
-    states are updated in place on the device). `acting` gives each member's acting params
-    and forecast weight from its learner state; `evaluate` rolls out ensembles.
+    states are updated in place on the device). `evaluate` rolls out ensembles.
     """
 
     def __init__(self, trainer: Trainer, mesh: Mesh | None = None) -> None:
@@ -90,7 +89,6 @@ class Population:
             POP_AXIS))}
         self.init = threefry_kernels(jax.jit(jax.vmap(trainer.init), **out))
         self.epoch = jax.jit(jax.vmap(trainer.epoch), donate_argnums=0, **out)
-        self.acting = jax.jit(jax.vmap(trainer.acting), **out)
         # Over ensembles [G, S, ...] (see `ensembles`), whose count need not divide the mesh.
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, None, 0)),
                                 static_argnums=3)

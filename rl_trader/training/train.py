@@ -77,7 +77,6 @@ class Trainer(NamedTuple):
     init: callable  # (key, fold) -> Runner
     epoch: callable  # (runner, fold, hp) -> (runner, EpochMetrics)
     evaluate: callable  # (params [S, ...] of an ensemble, fold, start, length, key) -> Rollout
-    acting: callable  # (learner state, fold) -> (acting params, forecast weight w)
     train: callable  # (key, fold, hp) -> TrainResult
     network: nn.Module  # the Q-head's network (`learner.Head.network`)
 
@@ -189,15 +188,6 @@ def run_epoch(runner: Runner, fold: FoldData, hp: learner.HParams, head: learner
     return runner, jax.tree.map(lambda x: x.mean(), metrics)
 
 
-def acting_params(state: learner.TrainState, fold: FoldData, head: learner.Head,
-                  cfg: RunConfig) -> tuple[dict, jax.Array]:
-    """The params one agent's greedy policy acts from, and its forecast's weight w: the
-    `--eval-params` choice (`learner.policy_params`), as the head rewrites it for acting
-    (`Head.acting`: under `--fallback vol_target` blended with `vol_target`'s position by the
-    forecast's validation skill)."""
-    return head.acting(learner.policy_params(state, cfg.train.eval_params), fold)
-
-
 def evaluate_ensemble(params, fold: FoldData, start: jax.Array, length: int, key: jax.Array,
                       cfg: RunConfig) -> Rollout:
     """The greedy rollout of an ensemble (`params` [S, ...]) over [start, start + length)."""
@@ -214,7 +204,7 @@ def train_run(key: jax.Array, fold: FoldData, hp: learner.HParams, head: learner
     def one_epoch(carry, _):
         runner, best_params, best_sharpe, best_epoch, i = carry
         runner, metrics = run_epoch(runner, fold, hp, head, cfg)
-        acting, _ = acting_params(runner.learner, fold, head, cfg)
+        acting = learner.policy_params(runner.learner, cfg.train.eval_params)
         val = evaluate_ensemble(jax.tree.map(lambda x: x[None], acting), fold, fold.val[0],
                                 val_steps, runner.key, cfg)  # an ensemble of one
         s = sharpe(val.returns, periods_per_year, valid=fold.val[1] - fold.val[0])
@@ -224,7 +214,7 @@ def train_run(key: jax.Array, fold: FoldData, hp: learner.HParams, head: learner
                  jnp.where(better, i, best_epoch), i + 1)
         return carry, (s, metrics)
 
-    start, _ = acting_params(runner.learner, fold, head, cfg)  # kept if no epoch improves
+    start = learner.policy_params(runner.learner, cfg.train.eval_params)  # if none improves
     carry0 = (runner, start, jnp.float32(-jnp.inf), jnp.int32(0), jnp.int32(0))
     (_, best, _, best_epoch, _), (val_sharpes, metrics) = jax.lax.scan(
         one_epoch, carry0, None, length=cfg.train.epochs)
@@ -240,7 +230,6 @@ def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Train
     return Trainer(init=partial(init_runner, head=head, cfg=cfg),
                    epoch=partial(run_epoch, head=head, cfg=cfg),
                    evaluate=partial(evaluate_ensemble, cfg=cfg),
-                   acting=partial(acting_params, head=head, cfg=cfg),
                    train=partial(train_run, head=head, cfg=cfg,
                                  periods_per_year=periods_per_year, val_steps=val_steps),
                    network=head.network)
@@ -250,5 +239,4 @@ def jit_single(trainer: Trainer) -> Trainer:
     return trainer._replace(init=jax.jit(trainer.init),
                             epoch=jax.jit(trainer.epoch, donate_argnums=0),
                             evaluate=jax.jit(trainer.evaluate, static_argnums=3),
-                            acting=jax.jit(trainer.acting),
                             train=jax.jit(trainer.train))

@@ -16,7 +16,6 @@ from rl_trader.agent.model_head import (
     ModelOut,
     ModelQNetwork,
     assemble,
-    blend,
     continuation,
     epsilon_greedy_positions,
     greedy_actions,
@@ -25,7 +24,6 @@ from rl_trader.agent.model_head import (
     model_update,
     next_state_outputs,
     position_fractions,
-    skill_weight,
 )
 from rl_trader.config import AgentConfig, EnvConfig, NetConfig, RunConfig
 from tests.helpers import P, init_params, make_obs
@@ -217,87 +215,3 @@ def test_an_update_moves_every_param_and_target_leaf(model_net):
     assert all(jax.tree.leaves(moved)), moved
     want = jax.tree.map(lambda x: cfg.agent.tau * np.asarray(x), state1.params)
     chex.assert_trees_all_close(state1.target_params, want, rtol=1e-6, atol=1e-9)
-
-
-# --- the fallback to vol_target (`--fallback vol_target`) --------------------------------------
-
-
-def ols_weight(x, y):
-    """`skill_weight`'s formula by hand (numpy, float64): the OLS slope of y on x, its t, the
-    positive-part James–Stein factor, clipped to [0, 1]."""
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    dx, dy = x - x.mean(), y - y.mean()
-    beta = (dx @ dy) / (dx @ dx)
-    resid = y - y.mean() - beta * dx
-    se2 = (resid @ resid) / (len(x) - 2) / (dx @ dx)
-    return float(np.clip(beta * max(0.0, 1.0 - se2 / beta**2), 0.0, 1.0))
-
-
-def test_skill_weight_is_the_noise_shrunk_validation_slope():
-    """w = clip(β̂·(1 − 1/t²)₊, 0, 1) on the masked bars only, against numpy; a forecast
-    without skill (t² ≤ 1), against the target, constant, or on fewer than three bars gets 0;
-    an exact forecast of a half-size target gets its slope, ½."""
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=400)
-    y = 0.3 * x + rng.normal(size=400)
-    mask = np.arange(400) < 300
-    junk = np.where(mask, y, 1e6)  # bars outside the mask must not count
-    w = float(skill_weight(jnp.asarray(x, jnp.float32), jnp.asarray(junk, jnp.float32),
-                            jnp.asarray(mask)))
-    assert 0.0 < w < 1.0
-    np.testing.assert_allclose(w, ols_weight(x[:300], y[:300]), rtol=1e-4)
-
-    def weight(xs, ys, m=None):
-        m = np.ones(len(xs), bool) if m is None else m
-        return float(skill_weight(jnp.asarray(xs, jnp.float32), jnp.asarray(ys, jnp.float32),
-                                   jnp.asarray(m)))
-
-    noise = rng.normal(size=400)
-    dx = x - x.mean()
-    orth = noise - (dx @ noise) / (dx @ dx) * dx  # β̂ = 0 exactly
-    se = np.sqrt((orth - orth.mean()) @ (orth - orth.mean()) / 398 / (dx @ dx))
-    assert weight(x, orth) == 0.0
-    assert weight(x, orth + 0.9 * se * x) == 0.0  # t ≈ 0.9: no skill shown
-    np.testing.assert_allclose(weight(x, orth + 3 * se * x), ols_weight(x, orth + 3 * se * x),
-                               rtol=1e-3)  # t ≈ 3: β̂·(1 − 1/9)
-    assert weight(x, -y) == 0.0
-    assert weight(np.full(400, 0.2), y) == 0.0
-    assert weight(x, y, np.arange(400) < 2) == 0.0
-    np.testing.assert_allclose(weight(x, 0.5 * x), 0.5, rtol=1e-4)
-    assert weight(x, 3.0 * x + 0.1 * noise) == 1.0  # clipped: never above the learnt policy
-
-
-def test_fallback_blends_the_learnt_position_with_vol_targets():
-    """a = w·a_learnt + (1 − w)·min(1, σ*/σ̂): at w = 1 the learnt fraction exactly; at w = 0
-    vol_target's long position, full size at or below σ*, σ*/σ̂ above it, 0 while σ̂ is
-    undefined (NaN: fewer than 20 returns)."""
-    learnt = jnp.array([-1.0, -0.5, 0.0, 0.5, 1.0, 0.5, -1.0])
-    vol = jnp.array([0.005, 0.01, 0.02, 0.04, jnp.nan, 0.02, 0.02])
-    sigma = 0.01
-    as_learnt = jnp.stack([jnp.ones(7), jnp.full(7, sigma)], -1)
-    np.testing.assert_array_equal(blend(learnt, as_learnt, vol), learnt)
-    w = jnp.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.25])
-    got = blend(learnt, jnp.stack([w, jnp.full(7, sigma)], -1), vol)
-    want = [1.0, 1.0, 0.5, 0.25, 0.0, 0.5 * 0.5 + 0.5 * 0.5, 0.25 * -1.0 + 0.75 * 0.5]
-    np.testing.assert_allclose(got, want, rtol=1e-6)
-
-
-def test_fallback_blend_is_finite_on_constant_prices():
-    """Constant prices give σ̂ = 0 and, on train, σ* = 0 (or NaN before 20 returns, which
-    `fallback_params` makes 0): the fallback is then flat, σ̂ = 0 alone gives full size, and
-    w = 1 stays the learnt fraction exactly, never NaN."""
-    learnt = jnp.array([0.5, -1.0, 0.5, 1.0])
-    vol = jnp.array([0.0, 0.0, 0.0, jnp.nan])
-    for w in (0.0, 0.3, 1.0):
-        fallback = jnp.array([[w, 0.0], [w, 0.0], [w, 0.01], [w, jnp.nan]])
-        got = np.asarray(blend(learnt, fallback, vol))
-        np.testing.assert_allclose(got, w * np.asarray(learnt) + (1 - w) * np.array(
-            [0.0, 0.0, 1.0, 0.0]), rtol=1e-6)
-
-
-def test_the_fallback_param_starts_as_the_learnt_policy():
-    """`ModelQNetwork(fallback=True)` holds [w, σ*] = [1, 0] from init: the learnt policy
-    alone (learning leaves it there: tests/training/test_train.py checks it after an epoch)."""
-    net = ModelQNetwork(SMALL, len(ENV.magnitudes), fallback=True)
-    params = net.init(jax.random.key(0), make_obs(1))  # Flax's own initialisers
-    np.testing.assert_array_equal(params["params"]["fallback"], [1.0, 0.0])

@@ -2,19 +2,14 @@
 choice, its reported Q and forecast."""
 
 
-import dataclasses
-
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from rl_trader import env
 from rl_trader.agent import model_head
 from rl_trader.agent.heads import make_head
 from rl_trader.agent.policy import greedy_decide
-from rl_trader.baselines.rules import vol_target_positions
 from rl_trader.data.fold_data import observe
-from rl_trader.evaluation.vol_target import vol_target_scale
 from rl_trader.run.prepare import prepare
 from rl_trader.training.population import stack
 from tests.helpers import init_params, tiny_config
@@ -105,32 +100,3 @@ def test_model_head_ensemble_holds_the_best_position_of_its_mean_q():
     np.testing.assert_allclose(float(aux.q), mean_q.max(), rtol=1e-4)
     np.testing.assert_allclose(float(aux.forecast),
                                np.mean([float(apply(p, obs).aux) for p in members]), rtol=1e-5)
-
-
-def test_fallback_at_no_skill_acts_as_vol_target_and_at_full_skill_as_learnt():
-    """`--fallback vol_target`: an ensemble whose [w, σ*] is [0, vol_target's σ*] holds
-    `vol_target`'s position at every bar, whatever it learnt; at w = 1 it holds the learnt
-    choice, the same as without the fallback."""
-    base = tiny_config()
-    cfg = dataclasses.replace(base, train=dataclasses.replace(base.train, fallback="vol_target"))
-    data, net, state, port, obs = decision_at_validation(cfg)
-    sigma = vol_target_scale(data.prices.close, data.train)
-    members = [init_params(net, obs, seed=k) for k in range(2)]
-
-    def with_fallback(w):
-        return stack([{**p, "params": {**p["params"], model_head.FALLBACK: jnp.stack(
-            [jnp.float32(w), sigma])}} for p in members])
-
-    def decisions(c, params):
-        decide = jax.jit(lambda p, t: greedy_decide(p, data, c)(
-            jax.random.key(0), state.replace(t=t), port)[0])
-        return np.array([float(decide(params, t)) for t in bars])
-
-    bars = range(int(data.val[0]), int(data.val[0]) + 40, 4)
-    want = np.asarray(vol_target_positions(data.prices.close, data.train))[list(bars)]
-    assert (want > 0).all() and (want < 1).any()
-    np.testing.assert_allclose(decisions(cfg, with_fallback(0.0)), want, rtol=1e-5)
-    learnt = decisions(base, stack([{**p, "params": {k: v for k, v in p["params"].items()
-                                                     if k != model_head.FALLBACK}}
-                                    for p in members]))
-    np.testing.assert_array_equal(decisions(cfg, with_fallback(1.0)), learnt)

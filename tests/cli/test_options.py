@@ -120,9 +120,6 @@ def test_the_model_head_refuses_what_it_cannot_do():
     with pytest.raises(InputError, match="option --backup='taken'.*with --q-head model"):
         parse("--q-head", "model", "--backup", "taken")
     assert parse("--lookback", "1").features.lookback == 1  # bar-level inputs
-    assert parse("--fallback", "vol_target").train.fallback == "vol_target"
-    with pytest.raises(InputError, match="option --fallback='vol_target'.*--q-head generic"):
-        parse("--q-head", "generic", "--fallback", "vol_target")
 
 
 @pytest.mark.parametrize("section, name, old, value", [
@@ -134,7 +131,8 @@ def test_the_model_head_refuses_what_it_cannot_do():
     ("agent", "continuation_weight", 1.0, 0.0),
     ("net", "continuation", "afterstate", "state"),
     ("train", "skill_shrink", "off", "validation"),
-    ("net", "variables", "pwl", "grn"), ("net", "variables", "pwl", "linear")])
+    ("net", "variables", "pwl", "grn"), ("net", "variables", "pwl", "linear"),
+    ("train", "fallback", "off", "vol_target")])
 def test_removed_options_in_a_saved_config(section, name, old, value):
     """The options issues 27 and 37 removed: a saved config holding the value every run had
     loads as today's config; another value is refused in one line naming the field, its

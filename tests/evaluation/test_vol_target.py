@@ -1,4 +1,4 @@
-"""Volatility targeting (the `vol_target` baseline and the agent's fallback) by hand and causal."""
+"""Volatility targeting (the `vol_target` baseline) by hand and causal."""
 
 
 import jax.numpy as jnp

@@ -22,8 +22,7 @@ def _fake_sweep(run, rng):
         {"periods_per_year": 252.0, "config": {"data": {"path": "synthetic:ar1:500:1"},
                                                "seed": 0},
          "settings": [{}],
-         "folds": [{"fold": g, "epochs": [{"val_sharpe": v, "forecast_ic": 0.01 * e + g,
-                                           "forecast_weight": 0.1 * e}
+         "folds": [{"fold": g, "epochs": [{"val_sharpe": v, "forecast_ic": 0.01 * e + g}
                                           for e, v in enumerate(curves[g])]}
                    for g in range(2)]}))
     return val
@@ -50,9 +49,8 @@ def test_rows_cut_the_epochs_and_measure_collapse(tmp_path):
                                                    + sharpe(oracle[g, b], 252.0)) / 2)
         assert row["buy_hold"] is None  # an older sweep without buy-and-hold returns
         assert row["ridge"] is None and row["ridge_ic"] is None
-        # the forecast's IC and weight at the epoch best on validation among the first 9 (all 6)
+        # the forecast's IC at the epoch best on validation among the first 9 (all 6)
         np.testing.assert_allclose(row["ic"], 0.01 * int(np.argmax(curve)) + g)
-        np.testing.assert_allclose(row["w"], 0.1 * int(np.argmax(curve)))
     np.save(run / "buy_hold_val_returns.npy", oracle[::-1])
     np.save(run / "ridge_val_returns.npy", oracle)
     np.save(run / "ridge_val_ic.npy", np.array([0.05, 0.07]))
@@ -72,7 +70,7 @@ def test_main_prints_means_and_refuses_a_directory_that_is_no_sweep(tmp_path, ca
     assert main([str(tmp_path / "a"), "--cuts", "3,6", "--out", str(out)]) == 0
     means = json.loads(out.read_text())["means"]
     assert set(means) == {"split@3", "split@6", "last_over_best", "sharpe@3", "sharpe@6",
-                          "oracle", "buy_hold", "ridge", "ic", "ridge_ic", "w"}
+                          "oracle", "buy_hold", "ridge", "ic", "ridge_ic"}
     assert "mean over ensembles" in capsys.readouterr().out
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "summary.json").write_text(json.dumps({"periods_per_year": 252.0}))

@@ -30,14 +30,11 @@ def test_forecast_ic_is_the_pearson_correlation_and_nan_without_a_forecast():
 
 
 def test_an_undefined_forecast_ic_is_null_in_the_summary():
-    """A constant forecast has no IC: the epoch's record says None (JSON null, never NaN);
-    the policy's weight (`--fallback vol_target`) is reported as it is."""
+    """A constant forecast has no IC: the epoch's record says None (JSON null, never NaN)."""
     d = Diagnostics.zeros(2, 1, 4)
     d.forecast_ic[0, 0], d.forecast_ic[1, 0] = np.nan, 0.25
-    d.forecast_weight[:, 0] = (0.0, 0.5)
-    first, second = diagnostics_of(d, 0, 0), diagnostics_of(d, 1, 0)
-    assert first["forecast_ic"] is None and first["forecast_weight"] == 0.0
-    assert second["forecast_ic"] == 0.25 and second["forecast_weight"] == 0.5
+    assert diagnostics_of(d, 0, 0)["forecast_ic"] is None
+    assert diagnostics_of(d, 1, 0)["forecast_ic"] == 0.25
 
 
 def test_discounted_returns_and_horizon_by_hand():

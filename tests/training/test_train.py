@@ -12,16 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl_trader import env
 from rl_trader.agent import learner, model_head
 from rl_trader.agent.learner import HParams
-from rl_trader.data.fold_data import observe_batch
 from rl_trader.env import FLAT
 from rl_trader.evaluation.metrics import sharpe
 from rl_trader.evaluation.selection import best_of
 from rl_trader.run.prepare import prepare
 from rl_trader.training.train import Runner, jit_single, make_train
-from tests.agent.test_model_head import ols_weight
 from tests.helpers import tiny_config, unread_dropped
 
 CFG = tiny_config(n_envs=4)
@@ -121,78 +118,6 @@ def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup):
         assert best == best_of(list(range(len(sharpes))), sharpes)
         np.testing.assert_allclose(sharpes[best], val_sharpe(
             jax.tree.map(lambda x, i=i: x[i], batched.best_params), key), rtol=1e-4, atol=1e-5)
-
-
-VOL_FALLBACK = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train,
-                                                                  fallback="vol_target"))
-
-
-def test_fallback_reads_train_and_validation_bars_only(setup):
-    """`--fallback vol_target` after an epoch: w is the noise-shrunk slope of the targets on
-    μ̂ over the validation decisions, σ* vol_target's median trailing σ̂ over the train bars
-    (by hand), and nothing from the last validation decision's target on is read: with skill
-    planted in the validation targets (so w > 0), scrambling every bar from val₁ − 1 on (the
-    gap and the test block) changes nothing, while the last decision's own target, at
-    val₁ − 2, moves w. The rest of the params is the learnt one's, untouched; learning never
-    moves [w, σ*] = [1, 0]."""
-    prep, datas, _, val_len = setup
-    trainer = jit_single(make_train(unread_dropped(VOL_FALLBACK), prep.periods_per_year, val_len))
-    fold = datas[0]
-    runner, _ = trainer.epoch(trainer.init(jax.random.PRNGKey(7), fold), fold, HP)
-    params = jax.tree.map(np.array, runner.learner.params)
-    np.testing.assert_array_equal(params["params"][model_head.FALLBACK], [1.0, 0.0])
-    act = jax.jit(lambda p, f: model_head.fallback_params(trainer.network.apply, p, f,
-                                                          VOL_FALLBACK))
-    acting, w = act(params, fold)
-    bars = np.arange(fold.aux_target.shape[0])
-    flat = jnp.zeros((len(bars), len(env.PORTFOLIO_NAMES)), jnp.float32)
-    out = jax.jit(trainer.network.apply)(params, observe_batch(fold, bars, flat, CFG.features))
-    mu = np.asarray(out.aux, np.float64)
-    (t0, t1), (v0, v1) = np.asarray(fold.train), np.asarray(fold.val)
-    y = np.asarray(fold.aux_target, np.float64)
-    np.testing.assert_allclose(float(w), ols_weight(mu[v0 - 1:v1 - 1], y[v0 - 1:v1 - 1]),
-                               rtol=1e-3, atol=1e-6)
-    close = np.asarray(fold.prices.close, np.float64)
-    rho = np.diff(np.log(close))  # rho[s - 1] = log(C_s / C_{s−1})
-    sigma = np.median([rho[t - 20:t].std(ddof=1) for t in range(max(t0, 20), t1)])
-    np.testing.assert_allclose(acting["params"][model_head.FALLBACK], [float(w), sigma],
-                               rtol=1e-4)
-    rest = {k: v for k, v in acting["params"].items() if k != model_head.FALLBACK}
-    chex.assert_trees_all_equal(rest, {k: v for k, v in params["params"].items()
-                                       if k != model_head.FALLBACK})
-    test0 = int(fold.test[0])
-    rng = np.random.default_rng(0)
-
-    def scrambled(x):
-        x = np.array(x)
-        x[test0 - 1:] = rng.normal(size=x[test0 - 1:].shape)
-        return jnp.asarray(x)
-
-    other = fold.replace(features=scrambled(fold.features),
-                         aux_target=scrambled(fold.aux_target))
-    acting2, w2 = act(params, other)
-    assert float(w2) == float(w)
-    chex.assert_trees_all_equal(acting2, acting)
-    # skill planted on the validation decisions: y = ½·μ̂ + noise there
-    y_planted = y.copy()
-    dec = slice(v0 - 1, v1 - 1)
-    y_planted[dec] = 0.5 * (mu[dec] - mu[dec].mean()) / mu[dec].std() + 0.3 * rng.normal(
-        size=v1 - v0)
-    planted = fold.replace(aux_target=jnp.asarray(y_planted, jnp.float32))
-    acting_p, w_p = act(params, planted)
-    assert 0.0 < float(w_p) < 1.0
-    y_late = y_planted.copy()
-    y_late[v1 - 1:] = rng.normal(size=len(y_late) - (v1 - 1))
-    feats = np.array(fold.features)
-    feats[v1 - 1:] = rng.normal(size=feats[v1 - 1:].shape)
-    late = planted.replace(features=jnp.asarray(feats), aux_target=jnp.asarray(y_late))
-    acting_l, w_l = act(params, late)
-    assert float(w_l) == float(w_p)
-    chex.assert_trees_all_equal(acting_l, acting_p)
-    y_last = y_planted.copy()
-    y_last[v1 - 2] += 50.0 * y_planted[dec].std()
-    _, w_last = act(params, planted.replace(aux_target=jnp.asarray(y_last, jnp.float32)))
-    assert float(w_last) != float(w_p)
 
 
 ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"))
