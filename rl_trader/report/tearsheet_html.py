@@ -8,6 +8,7 @@ import numpy as np
 from rl_trader.evaluation.metrics import cagr, exposure, sharpe
 from rl_trader.evaluation.stats import moments
 from rl_trader.report import plots
+from rl_trader.report.figures import Figures
 from rl_trader.report.html import heading, heat, img, note, num, table
 from rl_trader.report.plots import FoldReturns, label
 from rl_trader.report.tearsheet import (
@@ -28,25 +29,25 @@ def _when(x: np.ndarray, i: int) -> str:
     return f"bar {int(x[i])}"
 
 
-def positions(s: FoldReturns) -> list[str]:
+def positions(s: FoldReturns, figure: Figures) -> list[str]:
     """The agent's position over time and its long / short / flat shares of bars."""
     parts = [heading("Positions and exposure", "positions")]
     p = s.position
     if p is None:
         return [*parts, note("No agent_position in this run's returns files.")]
-    return [*parts, img(plots.positions(s, WINDOW), "agent position"), table(
+    return [*parts, img(figure(plots.positions, s, WINDOW), "agent position"), table(
         ["long", "short", "flat", "exposure (mean |position|)", "mean position (net long)"],
         [[num(np.mean(p > 0), "%"), num(np.mean(p < 0), "%"), num(np.mean(p == 0), "%"),
           num(exposure(p), ".2f"), num(float(np.mean(p)), "+.2f")]])]
 
 
-def rolling(s: FoldReturns, ppy: float) -> list[str]:
+def rolling(s: FoldReturns, ppy: float, figure: Figures) -> list[str]:
     """Trailing-window Sharpe and volatility, agent vs buy-and-hold."""
     parts = [heading(f"Rolling {WINDOW}-bar Sharpe and volatility", "rolling")]
     if len(s.series["agent"]) < 2 * WINDOW:
         return [*parts, note(f"Fewer than {2 * WINDOW} stitched test bars: rolling statistics "
                              "skipped.")]
-    return [*parts, img(plots.rolling(s, WINDOW, ppy), "rolling Sharpe and volatility"),
+    return [*parts, img(figure(plots.rolling, s, WINDOW, ppy), "rolling Sharpe and volatility"),
             note(f"Each point covers the trailing {WINDOW} bars, annualised with {ppy:g} "
                  "periods per year; windows run across fold boundaries.")]
 
@@ -95,7 +96,7 @@ def drawdown_table(s: FoldReturns) -> list[str]:
     return parts
 
 
-def distribution(s: FoldReturns) -> list[str]:
+def distribution(s: FoldReturns, figure: Figures) -> list[str]:
     """Histogram of per-bar returns; moments, extremes, beta and correlation per strategy."""
     parts = [heading("Return distribution, beta and correlation", "distribution")]
     if len(s.series["agent"]) < 2:
@@ -113,7 +114,7 @@ def distribution(s: FoldReturns) -> list[str]:
                      num(100.0 * float(np.std(r, ddof=1)), ".3f"), num(skew, "+.2f"),
                      num(kurt - 3.0, "+.2f"), num(float(r.min()), "%"), num(float(r.max()), "%"),
                      num(beta, "+.2f"), num(rho, "+.2f")])
-    return [*parts, img(plots.distribution(s), "return distribution"),
+    return [*parts, img(figure(plots.distribution, s), "return distribution"),
             table(["strategy", "mean per bar, %", "std per bar, %", "skew", "excess kurtosis",
                    "worst bar", "best bar", "beta to buy & hold", "correlation to buy & hold"],
                   rows),
@@ -122,7 +123,7 @@ def distribution(s: FoldReturns) -> list[str]:
                  "b the buy-and-hold returns of the same bars.")]
 
 
-def costs(s: FoldReturns, stitched: dict, ppy: float) -> list[str]:
+def costs(s: FoldReturns, stitched: dict, ppy: float, figure: Figures) -> list[str]:
     """Turnover (from the summary), gross vs net equity, costs paid and their drag on CAGR."""
     parts = [heading("Costs: gross vs net, turnover", "costs")]
     agent = stitched.get("agent") if isinstance(stitched, dict) else None
@@ -137,7 +138,7 @@ def costs(s: FoldReturns, stitched: dict, ppy: float) -> list[str]:
     gross = net + s.cost
     rows = [[kind, num(cagr(r, ppy), "%"), num(float(sharpe(r, ppy)), "+.2f")]
             for kind, r in (("gross (before costs)", gross), ("net (after costs)", net))]
-    return [*parts, img(plots.gross_net(s), "gross vs net equity"),
+    return [*parts, img(figure(plots.gross_net, s), "gross vs net equity"),
             table(["agent", "CAGR", "Sharpe"], rows),
             f"<p>Costs paid, summed over bars: <b>{num(float(s.cost.sum()), '%')}</b> of "
             f"equity ({num(float(s.cost.mean()) * ppy, '%')} a year); cost drag on CAGR: "
@@ -145,7 +146,8 @@ def costs(s: FoldReturns, stitched: dict, ppy: float) -> list[str]:
             "each bar's cost (fraction of equity).</p>"]
 
 
-def sections(s: FoldReturns, summary: dict, ppy: float) -> list[str]:
-    """Every tear-sheet section over the stitched record `s`, as HTML fragments."""
-    return [*positions(s), *rolling(s, ppy), *calendar(s), *drawdown_table(s),
-            *distribution(s), *costs(s, summary.get("stitched") or {}, ppy)]
+def sections(s: FoldReturns, summary: dict, ppy: float, figure: Figures) -> list[str]:
+    """Every tear-sheet section over the stitched record `s`, as HTML fragments (the figures
+    drawn by `figure`)."""
+    return [*positions(s, figure), *rolling(s, ppy, figure), *calendar(s), *drawdown_table(s),
+            *distribution(s, figure), *costs(s, summary.get("stitched") or {}, ppy, figure)]

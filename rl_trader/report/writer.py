@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+from concurrent.futures import Executor
 from html import escape
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from rl_trader.errors import InputError
 from rl_trader.evaluation.verdict import skill_verdict
+from rl_trader.report.figures import Figures
 from rl_trader.report.html import heading, img, note, num, table
 from rl_trader.report.tables import (
     METRICS,
@@ -147,7 +149,7 @@ def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
     return out, notes
 
 
-def _vsn(folds: list[dict], key: str, title: str) -> str:
+def _vsn(folds: list[dict], key: str, title: str, figure: Figures) -> str:
     from rl_trader.report import plots
 
     per = {fid(f, k): {n: float(v) for n, v in f[key].items()
@@ -158,7 +160,7 @@ def _vsn(folds: list[dict], key: str, title: str) -> str:
     if not any(v for d in per.values() for v in d.values()):  # a softmax is never all 0
         return note(f"{key}: all 0, the network reads none of these variables (the model "
                     "head has no portfolio VSN: its continuation reads the market alone).")
-    return img(plots.vsn_weights(per, title), title)
+    return img(figure(plots.vsn_weights, per, title), title)
 
 
 def _ppy(s: dict) -> tuple[float, list[str]]:
@@ -168,7 +170,7 @@ def _ppy(s: dict) -> tuple[float, list[str]]:
     return 252.0, [note("No periods_per_year in this run's summary: 252 assumed.")]
 
 
-def _body(run_dir: Path, s: dict) -> str:
+def _body(run_dir: Path, s: dict, figure: Figures) -> str:
     from rl_trader.report import plots
     from rl_trader.report import tearsheet_html as report_tearsheet
 
@@ -182,11 +184,12 @@ def _body(run_dir: Path, s: dict) -> str:
              for f in returns if f.x.dtype.kind == "M" and len(f.x)}
     if returns:
         ppy, ppy_note = _ppy(s)
-        parts += [img(plots.stitched_equity(returns), "stitched equity"),
+        parts += [img(figure(plots.stitched_equity, returns), "stitched equity"),
                   heading("Per-fold equity", "fold-equity"),
-                  img(plots.fold_equity(returns), "per-fold equity"),
-                  heading("Drawdown", "drawdown"), img(plots.drawdowns(returns), "drawdown"),
-                  *ppy_note, *report_tearsheet.sections(plots.stitch(returns), s, ppy)]
+                  img(figure(plots.fold_equity, returns), "per-fold equity"),
+                  heading("Drawdown", "drawdown"),
+                  img(figure(plots.drawdowns, returns), "drawdown"),
+                  *ppy_note, *report_tearsheet.sections(plots.stitch(returns), s, ppy, figure)]
     else:
         parts.append(note("No per-fold returns files: equity, drawdown and tear-sheet charts "
                           "skipped."))
@@ -197,14 +200,15 @@ def _body(run_dir: Path, s: dict) -> str:
         parts += ["<h3>Stitched metrics, all strategies</h3>",
                   table(["strategy", *(t for _, t, _ in METRICS)], metrics_rows(s))]
     parts += [heading("Variable selection (VSN) importance", "vsn"),
-              _vsn(folds, "market_vsn_weights", "market features: mean selection weight"),
-              _vsn(folds, "portfolio_vsn_weights", "portfolio state: mean selection weight")]
+              _vsn(folds, "market_vsn_weights", "market features: mean selection weight", figure),
+              _vsn(folds, "portfolio_vsn_weights", "portfolio state: mean selection weight",
+                   figure)]
     epochs = {fid(f, k): [r for r in f["epochs"] if isinstance(r, dict)]
               for k, f in enumerate(folds) if isinstance(f.get("epochs"), list) and f["epochs"]}
     parts.append(heading("Learning curves", "learning"))
     if epochs:
         best = {fid(f, k): f.get("best_epoch") for k, f in enumerate(folds)}
-        parts.append(img(plots.learning_curves(epochs, best), "learning curves"))
+        parts.append(img(figure(plots.learning_curves, epochs, best), "learning curves"))
     else:
         parts.append(note("No per-epoch history in this run's summary."))
     return "\n".join(parts)
@@ -243,19 +247,23 @@ SCRIPT = """window.addEventListener("load", function () {
 });"""
 
 
-def render_html(run_dir: str | Path, summary: dict) -> str:
-    """The whole report as one self-contained HTML string."""
+def render_html(run_dir: str | Path, summary: dict, pool: Executor | None = None) -> str:
+    """The whole report as one self-contained HTML string; its figures drawn by `pool`'s
+    workers side by side (`figures.start_workers`), or here one after another."""
     title = f"rl_trader run report: {Path(run_dir).resolve().name}"
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{escape(title)}</title><style>{CSS}</style></head>\n<body>"
-            f"<h1>{escape(title)}</h1>\n{_body(Path(run_dir), summary)}\n{_footer(summary)}"
-            f"\n<script>{SCRIPT}</script></body></html>\n")
+    figure = Figures(pool)
+    body = _body(Path(run_dir), summary, figure)
+    return figure.fill(f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+                       f"<title>{escape(title)}</title><style>{CSS}</style></head>\n<body>"
+                       f"<h1>{escape(title)}</h1>\n{body}\n{_footer(summary)}"
+                       f"\n<script>{SCRIPT}</script></body></html>\n")
 
 
-def write_report(run_dir: str | Path) -> Path:
-    """Build `run_dir/report.html` from summary.json and the returns files (atomically)."""
+def write_report(run_dir: str | Path, pool: Executor | None = None) -> Path:
+    """Build `run_dir/report.html` from summary.json and the returns files (atomically); with
+    a `pool`, its figures are drawn in that pool's workers."""
     run_dir = Path(run_dir)
-    text = render_html(run_dir, load_summary(run_dir))
+    text = render_html(run_dir, load_summary(run_dir), pool)
     out = run_dir / "report.html"
     tmp = run_dir / f".report.html.{os.getpid()}.tmp"
     try:

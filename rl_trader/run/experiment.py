@@ -23,6 +23,7 @@ import dataclasses
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from rl_trader.errors import InputError
 from rl_trader.evaluation.metrics import sharpe_of
 from rl_trader.evaluation.rollout import decision_targets
 from rl_trader.evaluation.selection import best_of
+from rl_trader.report.figures import start_workers
 from rl_trader.run.checkpoint import HOLDS_ACTING, FoldCheckpoints, ResumeState, fingerprint
 from rl_trader.run.prepare import Prepared, build_cohort
 from rl_trader.run.run_state import (
@@ -164,19 +166,26 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         log(f"fold {prep.folds[k].index}: the tree forecast column: {choice.describe()}")
     with clock.stage("start"):
         run, state = start(prep, run_dir, cohort, log, resume, t_start, clock)
-    if jax.process_index() == 0 and not validation_only:  # it alone scores
-        run.gbm_fits = GbmFits(cohort.fold_data, prep.val_steps, prep.cfg, host_is_idle(),
-                               prep.gbm_fits)
-    for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
-        state = train_epoch(run, state, epoch)
-    with clock.stage("resume_wait"):  # the last epoch's writes
-        run.wait_for_writes()
-        run.resume_state.close()
-    fault_point(f"saved:{state.progress.epochs_done - 1}")
-    with clock.stage("score"):
-        summary = score(run, state, validation_only)
-    if jax.process_index() == 0:
-        report(run, state, summary, validation_only, write_html)
+    scored = jax.process_index() == 0 and not validation_only  # process 0 alone scores
+    # the report's figure workers start while the host waits on the accelerator's training
+    pool = start_workers() if scored and write_html and host_is_idle() else None
+    try:
+        if scored:
+            run.gbm_fits = GbmFits(cohort.fold_data, prep.val_steps, prep.cfg, host_is_idle(),
+                                   prep.gbm_fits)
+        for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
+            state = train_epoch(run, state, epoch)
+        with clock.stage("resume_wait"):  # the last epoch's writes
+            run.wait_for_writes()
+            run.resume_state.close()
+        fault_point(f"saved:{state.progress.epochs_done - 1}")
+        with clock.stage("score"):
+            summary = score(run, state, validation_only)
+        if jax.process_index() == 0:
+            report(run, state, summary, validation_only, write_html, pool)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     barrier("scored")
     return summary
 
@@ -440,10 +449,10 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
 
 
 def report(run: Run, state: RunState, summary: dict, validation_only: bool,
-           write_html: bool) -> None:
+           write_html: bool, pool: Executor | None = None) -> None:
     """Stage 5 (process 0): summary.json, the per-bar validation returns of a sweep or (with
-    `write_html`) the HTML report of a run, timings.json (stages included); then the resume
-    state is removed (the run is done)."""
+    `write_html`) the HTML report of a run (its figures drawn by `pool`'s workers, if any),
+    timings.json (stages included); then the resume state is removed (the run is done)."""
     run_dir, c = run.run_dir, run.cohort
     done = state.progress.epochs_done
     write_json(run_dir / "summary.json", summary)
@@ -456,7 +465,7 @@ def report(run: Run, state: RunState, summary: dict, validation_only: bool,
         elif write_html:
             from rl_trader.report.writer import write_report
 
-            write_report(run_dir)
+            write_report(run_dir, pool)
     write_json(run_dir / "timings.json", {
         "seconds_total": time.time() - run.t_start,
         # every epoch since the start, each up to its resume-state write (which overlaps the

@@ -269,9 +269,10 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
 def test_weights_all_zero_say_the_network_reads_none_of_those_variables():
     """The model head has no portfolio VSN, so its portfolio weights are all 0: a note, not a
     chart of zeros."""
+    from rl_trader.report.figures import Figures
     from rl_trader.report.writer import _vsn
 
     folds = [{"fold": k, "portfolio_vsn_weights": dict.fromkeys(PORTFOLIO, 0.0)}
              for k in range(2)]
-    got = _vsn(folds, "portfolio_vsn_weights", "portfolio state")
+    got = _vsn(folds, "portfolio_vsn_weights", "portfolio state", Figures())
     assert "reads none of these variables" in got and IMG_TAG not in got
