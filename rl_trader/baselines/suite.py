@@ -13,6 +13,7 @@ from rl_trader.baselines.rules import (
 )
 from rl_trader.config import RunConfig
 from rl_trader.data.fold_data import FoldData
+from rl_trader.evaluation.metrics import sharpe
 from rl_trader.evaluation.rollout import Rollout, jit_per_program, rollout
 
 # fit on a fold's train (and validation) bars
@@ -45,3 +46,13 @@ def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunCon
     return out
 
 
+
+
+@jit_per_program(1, 2)
+def vol_target_val_sharpe(data: FoldData, val_steps: int, cfg: RunConfig) -> jax.Array:
+    """`vol_target`'s per-bar Sharpe over the fold's validation block (a scalar), from the
+    rollout the agent's validation uses: from flat at the block's first decision, `val_steps`
+    steps (`Prepared.val_steps`), the block's bars counted, same fills and costs."""
+    r = rollout(vol_target_decide(data, cfg), data, data.val[0], val_steps, cfg,
+                jax.random.PRNGKey(0))
+    return sharpe(r.returns, 1.0, valid=data.val[1] - data.val[0])

@@ -14,7 +14,7 @@ from jax.sharding import Mesh
 
 from rl_trader.baselines.gbm import GbmFit, GbmFits
 from rl_trader.baselines.oracle import oracle_rollout
-from rl_trader.baselines.suite import BASELINES, baseline_rollouts
+from rl_trader.baselines.suite import BASELINES, baseline_rollouts, vol_target_val_sharpe
 from rl_trader.config import RunConfig
 from rl_trader.data.buckets import trim
 from rl_trader.data.fold_data import FoldData, pad_bars
@@ -22,6 +22,7 @@ from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.evaluation.headline import headline
 from rl_trader.evaluation.metrics import performance, sharpe_of
 from rl_trader.evaluation.rollout import Rollout
+from rl_trader.evaluation.stats import annualise_sharpe
 from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.run.prepare import Prepared
 from rl_trader.runtime.devices import describe_device, replicated
@@ -127,6 +128,9 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
         "ensemble_seeds": meta["seeds"],
         "best_setting": meta["setting"],
         "val_sharpe": meta["val_sharpe"],
+        # vol_target on the same validation bars (study 34)
+        "vol_target_val_sharpe": annualise_sharpe(
+            float(vol_target_val_sharpe(data, prep.val_steps, cfg)), ppy),
         "test_sharpe": metrics["agent"]["sharpe"],
         "buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],
         "checkpoint_dir": str(Path(f"fold_{f.index}") / "checkpoints"),
