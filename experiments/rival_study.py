@@ -1,0 +1,159 @@
+"""Study 34: `vol_target` as a rival of the chosen epoch on validation, from finished runs.
+
+    python -m experiments.rival_study RUN_DIR [RUN_DIR ...] [--out FILE]
+
+Each RUN_DIR is a finished main-job run whose summary records each fold's
+`vol_target_val_sharpe`. Per fold, `rival` acts as `vol_target` on test where that beats the
+chosen ensemble's validation Sharpe by the selection rule (`selection.improves`), else as the
+agent; nothing else differs from the run (`base`), so `rival`'s test returns are read from the
+folds' `test_returns.npz` (columns `agent` and `vol_target`). Its headline (DSR, SPA) is
+computed again with one more trial a fold (the rival's validation Sharpe, looked at in the
+choice); PBO is left out (the trial matrix is not saved).
+
+Prints per run the stitched test Sharpe of both designs, their difference and the folds that
+switched; runs named MARKET-run<k> (the gate's, `experiments.convergence`) are also judged by
+the gate's goals for both designs, and the planted markets' paired differences summarised.
+Writes the figures as JSON to --out (default: print only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from experiments.convergence import (
+    DSR_MAX,
+    FAMILY,
+    FLOORS,
+    NULL_MARKETS,
+    SPA_MIN,
+    check_goals,
+    run_figures,
+)
+from rl_trader.baselines.suite import BASELINES
+from rl_trader.errors import InputError
+from rl_trader.evaluation.headline import headline
+from rl_trader.evaluation.metrics import sharpe_of
+from rl_trader.evaluation.selection import improves
+
+GATE_RUN = re.compile(rf"^({'|'.join(FAMILY)})-run(\d+)$")
+
+
+def switches(fold: dict) -> bool:
+    """True where the fold acts as `vol_target`: its validation Sharpe beats the chosen
+    ensemble's (None, a NaN validation Sharpe, counts as −∞)."""
+    agent = fold["val_sharpe"]
+    return bool(improves(fold["vol_target_val_sharpe"],
+                         -math.inf if agent is None else agent))
+
+
+def rival_summary(run_dir: Path, summary: dict) -> tuple[dict, list[int]]:
+    """`rival`'s summary (the run's, with each fold's and the stitched test Sharpe and the
+    headline of the switched returns) and the indices of the folds that act as `vol_target`.
+    Refused (InputError) for a run without `vol_target_val_sharpe` or whose saved agent returns
+    do not give its own stitched Sharpe."""
+    ppy = float(summary["periods_per_year"])
+    folds = [dict(f) for f in summary["folds"]]
+    scored = [k for k, f in enumerate(folds) if f.get("test_sharpe") is not None]
+    if not scored:
+        raise InputError(f"{run_dir}: no fold was scored")
+    if any("vol_target_val_sharpe" not in folds[k] for k in scored):
+        raise InputError(f"{run_dir}/summary.json: no vol_target_val_sharpe (a run from before "
+                         "study 34's code)")
+    tests = [np.load(run_dir / folds[k]["returns_file"]) for k in scored]
+    base = np.concatenate([t["agent"] for t in tests])
+    if not math.isclose(sharpe_of(base, ppy), summary["stitched_test_sharpe"], rel_tol=1e-9,
+                        abs_tol=1e-12):
+        raise InputError(f"{run_dir}: the folds' saved agent returns do not give the summary's "
+                         "stitched test Sharpe")
+    switched, chosen = [], []
+    for k, t in zip(scored, tests, strict=True):
+        use = switches(folds[k])
+        switched += [k] if use else []
+        chosen.append(t["vol_target" if use else "agent"])
+        folds[k]["test_sharpe"] = sharpe_of(chosen[-1], ppy)
+    stitched = np.concatenate(chosen)
+    cfg = summary["config"]
+    trials = summary["trials"] + [{"fold": folds[k]["fold"], "setting": "vol_target",
+                                   "val_sharpe": folds[k]["vol_target_val_sharpe"]}
+                                  for k in scored]
+    head = headline(stitched, trials, [], ppy,
+                    {n: np.concatenate([t[n] for t in tests]) for n in BASELINES},
+                    cfg["seed"], [folds[k]["test_sharpe"] for k in scored],
+                    cfg["train"]["prior_trials"])
+    return ({**summary, "folds": folds, "stitched_test_sharpe": head["stitched_test_sharpe"],
+             "headline": head}, switched)
+
+
+def _mean_se(xs: list[float]) -> tuple[float, float]:
+    a = np.asarray(xs, np.float64)
+    return float(a.mean()), float(a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else math.nan
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.rival_study",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    p.add_argument("--out", type=Path, default=None, help="write the figures here (JSON)")
+    args = p.parse_args(argv)
+    rows, gate = [], {"base": [], "rival": []}
+    try:
+        for run_dir in args.run_dirs:
+            try:
+                summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError) as err:
+                raise InputError(f"{run_dir}: not a finished run ({err})") from None
+            rival, switched = rival_summary(run_dir, summary)
+            vt = summary["stitched"]["vol_target"]["sharpe"]
+            row = {"run_dir": str(run_dir), "base": summary["stitched_test_sharpe"],
+                   "rival": rival["stitched_test_sharpe"], "vol_target": vt,
+                   "buy_and_hold": summary["stitched_buy_and_hold_test_sharpe"],
+                   "switched_folds": switched, "n_folds": len(summary["folds"]),
+                   "rival_dsr": rival["headline"]["dsr"],
+                   "rival_spa": (rival["headline"]["spa"] or {}).get("p_agent_beats_all")}
+            row["delta"] = row["rival"] - row["base"]
+            rows.append(row)
+            m = GATE_RUN.match(run_dir.name)
+            if m:
+                for name, s in (("base", summary), ("rival", rival)):
+                    gate[name].append({"market": m[1], "run": int(m[2]), **run_figures(s)})
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"{'run':<28} {'base':>7} {'rival':>7} {'Δ':>7} {'vol_t':>7} {'b&h':>7} switched")
+    for r in rows:
+        print(f"{Path(r['run_dir']).name:<28} {r['base']:+7.3f} {r['rival']:+7.3f} "
+              f"{r['delta']:+7.3f} {r['vol_target']:+7.3f} {r['buy_and_hold']:+7.3f} "
+              f"{len(r['switched_folds'])}/{r['n_folds']} {r['switched_folds']}")
+    deltas = [r["delta"] for r in rows]
+    mean, se = _mean_se(deltas)
+    print(f"all {len(rows)} runs: Δ {mean:+.3f} ± {se:.3f}, > 0 in "
+          f"{sum(d > 0 for d in deltas)}, < 0 in {sum(d < 0 for d in deltas)}")
+    out = {"runs": rows, "delta_mean": mean, "delta_se": se}
+    if gate["base"]:
+        limits = {**{k: v[0] for k, v in FLOORS.items()}, "dsr_max": DSR_MAX,
+                  "spa_min": SPA_MIN}
+        goals = {name: check_goals(runs, limits) for name, runs in gate.items()}
+        planted = [r["delta"] for r in rows
+                   if (m := GATE_RUN.match(Path(r["run_dir"]).name)) and m[1] not in NULL_MARKETS]
+        pm, ps = _mean_se(planted) if planted else (math.nan, math.nan)
+        print(f"planted pairs: {len(planted)}, Δ {pm:+.3f} ± {ps:.3f}")
+        for name in goals["base"]:
+            b, r = goals["base"][name], goals["rival"][name]
+            print(f"{name:<22} base {b['status']:<7} rival {r['status']:<7} "
+                  f"misses {len(b['misses'])} → {len(r['misses'])}")
+        out.update({"goals": goals, "planted_delta_mean": pm, "planted_delta_se": ps,
+                    "n_planted": len(planted)})
+    if args.out:
+        args.out.write_text(json.dumps(out, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

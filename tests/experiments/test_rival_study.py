@@ -1,0 +1,69 @@
+"""Study 34's `rival` from a finished run: the folds where `vol_target` wins on validation act
+as `vol_target`, the others as the agent, and its DSR counts the rival's trials."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from experiments.convergence import main as gate_main
+from experiments.rival_study import main, rival_summary
+from rl_trader.evaluation.metrics import sharpe_of
+from tests.helpers import TINY_ARGS
+
+
+@pytest.fixture(scope="module")
+def gate_run(tmp_path_factory):
+    """One tiny gate run of a planted market (`MARKET-run0`, as the gate names it)."""
+    parent = tmp_path_factory.mktemp("rival") / "runs"
+    gate_main([*TINY_ARGS, "--bars", "1200", "--runs", "1", "--no-report", "--markets",
+               "ar1_strong", "--run-dir", str(parent)])
+    return parent / "ar1_strong-run0"
+
+
+def _with_rival(src, dst, vol_target_val):
+    """A copy of the run whose folds' `vol_target_val_sharpe` are `vol_target_val`."""
+    shutil.copytree(src, dst)
+    summary = json.loads((dst / "summary.json").read_text())
+    for f, v in zip(summary["folds"], vol_target_val, strict=True):
+        f["vol_target_val_sharpe"] = v
+    (dst / "summary.json").write_text(json.dumps(summary))
+    return summary
+
+
+def test_each_fold_acts_as_the_winner_on_validation(gate_run, tmp_path):
+    summary = json.loads((gate_run / "summary.json").read_text())
+    assert all(isinstance(f["vol_target_val_sharpe"], float) for f in summary["folds"])
+    ppy = summary["periods_per_year"]
+    tests = [np.load(gate_run / f["returns_file"]) for f in summary["folds"]]
+    never = _with_rival(gate_run, tmp_path / "ar1_strong-run0",
+                        [f["val_sharpe"] for f in summary["folds"]])  # a tie keeps the agent
+    rival, switched = rival_summary(tmp_path / "ar1_strong-run0", never)
+    assert switched == []
+    assert rival["stitched_test_sharpe"] == pytest.approx(summary["stitched_test_sharpe"])
+    # the rival's validation Sharpe is one more trial a fold
+    assert rival["headline"]["n_trials"] == summary["headline"]["n_trials"] + 2
+    second = _with_rival(gate_run, tmp_path / "b" / "ar1_strong-run0",
+                         [-1e9, summary["folds"][1]["val_sharpe"] + 1.0])
+    rival, switched = rival_summary(tmp_path / "b" / "ar1_strong-run0", second)
+    assert switched == [1]
+    want = np.concatenate([tests[0]["agent"], tests[1]["vol_target"]])
+    assert rival["stitched_test_sharpe"] == pytest.approx(sharpe_of(want, ppy))
+    assert rival["folds"][1]["test_sharpe"] == pytest.approx(
+        summary["folds"][1]["baseline_test_sharpes"]["vol_target"])
+    assert rival["folds"][0]["test_sharpe"] == summary["folds"][0]["test_sharpe"]
+    out = tmp_path / "rival.json"
+    assert main([str(tmp_path / "b" / "ar1_strong-run0"), "--out", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert figures["n_planted"] == 1 and figures["runs"][0]["switched_folds"] == [1]
+    assert set(figures["goals"]["rival"]) == set(figures["goals"]["base"])
+
+
+def test_a_run_without_the_rivals_figure_is_refused(gate_run, tmp_path, capsys):
+    summary = _with_rival(gate_run, tmp_path / "old", [0.0, 0.0])
+    for f in summary["folds"]:
+        del f["vol_target_val_sharpe"]
+    (tmp_path / "old" / "summary.json").write_text(json.dumps(summary))
+    assert main([str(tmp_path / "old")]) == 2
+    assert "no vol_target_val_sharpe" in capsys.readouterr().err
