@@ -2,11 +2,11 @@
 
     python -m experiments.rival_study RUN_DIR [RUN_DIR ...] [--out FILE]
 
-Each RUN_DIR is a finished main-job run whose summary records each fold's
+Each RUN_DIR is a finished main-job run (`--rival off`) whose summary records each fold's
 `vol_target_val_sharpe`. Per fold, `rival` acts as `vol_target` on test where that beats the
-chosen ensemble's validation Sharpe by the selection rule (`selection.improves`), else as the
-agent; nothing else differs from the run (`base`), so `rival`'s test returns are read from the
-folds' `test_returns.npz` (columns `agent` and `vol_target`). Its headline (DSR, SPA) is
+chosen ensemble's validation Sharpe (`selection.rival_wins`, as `--rival vol_target` does),
+else as the agent; nothing else differs from the run (`base`), so `rival`'s returns are read
+from the folds' `test_returns.npz` (columns `agent` and `vol_target`). Its headline (DSR, SPA) is
 computed again with one more trial a fold (the rival's validation Sharpe, looked at in the
 choice); PBO is left out (the trial matrix is not saved).
 
@@ -40,17 +40,9 @@ from rl_trader.baselines.suite import BASELINES
 from rl_trader.errors import InputError
 from rl_trader.evaluation.headline import headline
 from rl_trader.evaluation.metrics import sharpe_of
-from rl_trader.evaluation.selection import improves
+from rl_trader.evaluation.selection import rival_wins
 
 GATE_RUN = re.compile(rf"^({'|'.join(FAMILY)})-run(\d+)$")
-
-
-def switches(fold: dict) -> bool:
-    """True where the fold acts as `vol_target`: its validation Sharpe beats the chosen
-    ensemble's (None, a NaN validation Sharpe, counts as −∞)."""
-    agent = fold["val_sharpe"]
-    return bool(improves(fold["vol_target_val_sharpe"],
-                         -math.inf if agent is None else agent))
 
 
 def rival_summary(run_dir: Path, summary: dict) -> tuple[dict, list[int]]:
@@ -74,15 +66,15 @@ def rival_summary(run_dir: Path, summary: dict) -> tuple[dict, list[int]]:
                          "stitched test Sharpe")
     switched, chosen = [], []
     for k, t in zip(scored, tests, strict=True):
-        use = switches(folds[k])
+        use = rival_wins(folds[k]["vol_target_val_sharpe"], folds[k]["val_sharpe"])
         switched += [k] if use else []
         chosen.append(t["vol_target" if use else "agent"])
         folds[k]["test_sharpe"] = sharpe_of(chosen[-1], ppy)
     stitched = np.concatenate(chosen)
     cfg = summary["config"]
-    trials = summary["trials"] + [{"fold": folds[k]["fold"], "setting": "vol_target",
+    trials = summary["trials"] + [{"fold": folds[k]["fold"], "rival": "vol_target",
                                    "val_sharpe": folds[k]["vol_target_val_sharpe"]}
-                                  for k in scored]
+                                  for k in scored]  # as `--rival vol_target` counts them
     head = headline(stitched, trials, [], ppy,
                     {n: np.concatenate([t[n] for t in tests]) for n in BASELINES},
                     cfg["seed"], [folds[k]["test_sharpe"] for k in scored],

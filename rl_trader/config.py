@@ -248,6 +248,7 @@ class AgentConfig:
 
 
 EVAL_PARAMS = ("online", "target")
+RIVALS = ("off", "vol_target")
 
 
 # The gbm baseline's candidate boosting iterations (`gbm.fit_gbm`), up to
@@ -272,6 +273,10 @@ class TrainConfig:
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
+    rival: str = option(
+        "off", "a baseline set against each fold's chosen epoch on validation: where its "
+        "validation Sharpe is higher, the fold acts as it on test and in predict and backtest "
+        "(docs/studies/34-vol-target-rival.md)", choices=RIVALS)
     # 669 = the settings looked at to choose the defaults, counted in docs/findings.md.
     prior_trials: int = option(669, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/findings.md), added to the DSR's "
@@ -289,6 +294,7 @@ class TrainConfig:
                self.eval_params)
         _check(self.gbm_iterations in GBM_ITERATIONS, "--gbm-iterations",
                f"one of {', '.join(map(str, GBM_ITERATIONS))}", self.gbm_iterations)
+        _check(self.rival in RIVALS, "--rival", "off or vol_target", self.rival)
         _check(0 <= self.prior_trials <= 10_000_000, "--prior-trials", "an integer >= 0",
                self.prior_trials)
 

@@ -49,10 +49,15 @@ def vol_target_positions(close: jax.Array, train: jax.Array) -> jax.Array:
     return vol_target_fraction(trailing_vol(close), vol_target_scale(close, train))
 
 
-def vol_target_decide(data: FoldData, cfg: RunConfig) -> Decide:
-    """Buy-and-hold scaled to the constant target volatility σ* (`vol_target_positions`)."""
+def vol_target_decide(data: FoldData, cfg: RunConfig,
+                      sigma_star: jax.Array | None = None) -> Decide:
+    """Buy-and-hold scaled to the constant target volatility σ* (`vol_target_positions`): σ*
+    from `data`'s train bars, or `sigma_star` (a fold's, saved for bars without a train
+    block: `--rival`'s backtest)."""
     aux = no_aux(data, cfg)
-    positions = vol_target_positions(data.prices.close, data.train)
+    close = data.prices.close
+    positions = (vol_target_positions(close, data.train) if sigma_star is None
+                 else vol_target_fraction(trailing_vol(close), sigma_star))
     return lambda key, state, port: (positions[state.t], aux)
 
 

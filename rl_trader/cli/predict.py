@@ -70,7 +70,10 @@ def print_prediction(pred: dict) -> None:
     t = pred["target"]
     console.print(f"target for the next bar (filled at its open): [bold]{t['direction']}[/] "
                   f"{t['magnitude']:.3f} of equity (fraction {t['fraction']:+.3f}; held now "
-                  f"{pred['position_held']:+.3f})")
+                  f"{pred['position_held']:+.3f})"
+                  + ("" if pred.get("acts_as", "agent") == "agent" else
+                     f": the fold acts as {pred['acts_as']}, which beat these members on "
+                     "validation (--rival); their choices above do not act"))
     vsn = Table(title="mean VSN selection weights")
     vsn.add_column("market feature")
     vsn.add_column("weight", justify="right")

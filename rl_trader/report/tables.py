@@ -53,6 +53,8 @@ def headline(s: dict) -> str:
         f"<b>{num(geo)}</b>" if num(geo) != "n/a" else
         "<b>undefined: not every fold is &gt; 0</b>") + "</li>")
     items.append(_random_line(s))
+    if line := rival_line(s.get("folds") or []):
+        items.append(f"<li>{escape(line)}</li>")
     if "stitched_oracle_test_sharpe" in s:
         oracle = s["stitched_oracle_test_sharpe"]
         ok = num(sharpe) != "n/a" and num(oracle) != "n/a" and oracle != 0
@@ -109,6 +111,26 @@ def _block(f: dict, dates: dict[int, str], k: int) -> str:
     return f"{dates[fid(f, k)]}, {bars}" if fid(f, k) in dates else bars
 
 
+def rival_line(folds: list[dict]) -> str:
+    """Which folds act as their rival (`--rival`), in words; '' where none does."""
+    acting = [(f.get("fold", k), f["acts_as"]) for k, f in enumerate(folds)
+              if f.get("acts_as", "agent") != "agent"]
+    if not acting:
+        return ""
+    names = sorted({r for _, r in acting})
+    return (f"{len(acting)} of {len(folds)} folds act as {' or '.join(names)} (fold "
+            f"{', '.join(str(k) for k, _ in acting)}): it beat the agent's chosen epoch on "
+            "validation (--rival), so the agent's figures there are its; the DSR counts its "
+            "trials")
+
+
+def acted(f: dict, epoch: str) -> str:
+    """A fold's best-epoch cell: the epoch, and the rival it acts as where one beat it on
+    validation (`--rival`)."""
+    rival = f.get("acts_as", "agent")
+    return epoch if rival == "agent" else f"{epoch} → {rival}"
+
+
 def fold_table(folds: list[dict], dates: dict[int, str]) -> str:
     """The agent per fold beside buy-and-hold; `dates`: fold → its test block's 'first to last'
     dates (folds without dates show bar indices only)."""
@@ -119,7 +141,7 @@ def fold_table(folds: list[dict], dates: dict[int, str]) -> str:
         m = f.get("metrics") if isinstance(f.get("metrics"), dict) else {}
         a, b = m.get("agent") or {}, m.get("buy_and_hold") or {}
         rows.append([str(f.get("fold", k)), _block(f, dates, k),
-                     num(f.get("best_epoch"), "d"), num(f.get("val_sharpe")),
+                     acted(f, num(f.get("best_epoch"), "d")), num(f.get("val_sharpe")),
                      num(a.get("sharpe", f.get("test_sharpe"))), num(a.get("sortino")),
                      num(a.get("max_drawdown"), "%"), num(a.get("turnover"), ".2f"),
                      num(b.get("sharpe", f.get("buy_and_hold_test_sharpe"))),

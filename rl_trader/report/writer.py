@@ -22,10 +22,12 @@ from rl_trader.report.tables import (
     NOT_RETURNS,
     NOT_RETURNS_SUFFIXES,
     STRATEGIES,
+    acted,
     fid,
     fold_table,
     headline,
     metrics_rows,
+    rival_line,
     strategy_sharpes,
 )
 
@@ -42,7 +44,8 @@ def print_table(summary: dict, console: Console | None = None) -> None:
         table.add_column(col, justify="right")
     for f in summary["folds"]:
         table.add_row(str(f["fold"]), f"[{f['test_start']}, {f['test_end']})",
-                      str(f["best_epoch"]), _fmt(f["val_sharpe"]), _fmt(f["test_sharpe"]),
+                      acted(f, str(f["best_epoch"])), _fmt(f["val_sharpe"]),
+                      _fmt(f["test_sharpe"]),
                       _fmt(f["buy_and_hold_test_sharpe"]))
     table.add_section()
     table.add_row("stitched", "", "", "", _fmt(summary["stitched_test_sharpe"]),
@@ -53,6 +56,8 @@ def print_table(summary: dict, console: Console | None = None) -> None:
     console.print(
         "geometric mean of fold test Sharpes: "
         + (f"{geo:.3f}" if geo is not None else "undefined (not every fold is > 0)"))
+    if line := rival_line(summary["folds"]):
+        console.print(line)
     head = summary.get("headline")
     if head:
         console.print(

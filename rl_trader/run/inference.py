@@ -29,6 +29,7 @@ from rl_trader.agent.learner import TrainState, init_train_state
 from rl_trader.agent.networks import Obs
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.baselines.gbm import TREES_FILE, load_trees, tree_column
+from rl_trader.baselines.rules import vol_target_decide
 from rl_trader.baselines.suite import BASELINES
 from rl_trader.config import RunConfig, config_from_dict
 from rl_trader.data import Bars
@@ -40,9 +41,10 @@ from rl_trader.evaluation.headline import superior_ability
 from rl_trader.evaluation.metrics import geometric_mean_positive, sharpe
 from rl_trader.evaluation.rollout import Aux, Rollout, rollout
 from rl_trader.evaluation.stats import min_track_record_length, moments, probabilistic_sharpe_ratio
+from rl_trader.evaluation.vol_target import trailing_vol, vol_target_fraction
 from rl_trader.run.checkpoint import FoldCheckpoints, fingerprint
 from rl_trader.run.prepare import TREE_FORECAST_NAME
-from rl_trader.run.scoring import compare, save_returns
+from rl_trader.run.scoring import RIVAL_FILE, compare, save_returns
 from rl_trader.runtime.rundir import write_json
 
 SPACING_TOLERANCE = 0.25  # relative difference of periods per year refused between run and file
@@ -61,6 +63,14 @@ class Policy:
     meta: dict  # the checkpoint's metadata; meta["inference"]: see fold_inference_metadata
     params: Any  # acting params of the S ensemble members, leading axis [S]
     trees: tuple | None = None  # `gbm.load_trees`: where the fold used the tree forecast
+    # where the fold's rival beat its ensemble on validation (`--rival`, `scoring.RIVAL_FILE`):
+    # the policy acts as the rival, {"acts_as": "vol_target", "sigma_star": σ*, ...}
+    rival: dict | None = None
+
+    @property
+    def acts_as(self) -> str:
+        """The fold's policy: 'agent', or the rival it acts as."""
+        return "agent" if self.rival is None else str(self.rival["acts_as"])
 
     @property
     def info(self) -> dict:
@@ -156,8 +166,14 @@ def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:
         trees = load_trees(run_dir / f"fold_{fold}" / TREES_FILE)
     params = restore_acting(directory, cfg, len(market_names(meta["inference"])),
                             int(meta["seeds"]), meta["epoch"])
+    rival_file = run_dir / f"fold_{fold}" / RIVAL_FILE
+    rival = _read_json(rival_file) if rival_file.is_file() else None
+    if rival is not None and (rival.get("acts_as") != "vol_target"
+                              or not isinstance(rival.get("sigma_star"), float)):
+        raise InputError(f"{rival_file}: not a rival this version acts as (acts_as "
+                         f"{rival.get('acts_as')!r}, sigma_star {rival.get('sigma_star')!r})")
     return Policy(run_dir=run_dir, fold=fold, epoch=int(meta["epoch"]), cfg=cfg, meta=meta,
-                  params=params, trees=trees)
+                  params=params, trees=trees, rival=rival)
 
 
 def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
@@ -231,7 +247,8 @@ def _direction(fraction: float) -> str:
 def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
     """The target position for the bar after the last one of `bars` (filled at its open), with
     each member's Q-values and the mean VSN weights. `position`: the signed fraction of equity
-    held now (see `held_state`); 0 = flat."""
+    held now (see `held_state`); 0 = flat. A fold that acts as its rival (`Policy.rival`)
+    targets `vol_target`'s position at its saved σ*; the members are reported, not acted on."""
     if not (math.isfinite(position) and abs(position) <= MAX_HELD):
         raise InputError(f"option --position={position!r} is out of range: must be in "
                          f"[-{MAX_HELD:g}, {MAX_HELD:g}]")
@@ -239,6 +256,9 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
     t = len(bars) - 1
     target, aux, described, forecast, port = jax.tree.map(
         np.asarray, act(policy.params, data, held_state(t, position, data), policy.cfg))
+    if policy.rival is not None:  # the fold acts as its rival; the members are reported only
+        close = jnp.asarray(bars.close, jnp.float32)
+        target = vol_target_fraction(trailing_vol(close)[t], policy.rival["sigma_star"])
     labels, scale = make_head(policy.cfg).labels, float(policy.info["aux_scale"])
     members = []
     for s, frac in enumerate(map(float, described.pop("fraction"))):
@@ -249,6 +269,7 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
     fraction = float(target)
     return {
         "run_dir": str(policy.run_dir), "fold": policy.fold, "epoch": policy.epoch,
+        "acts_as": policy.acts_as,
         "fingerprint": policy.meta["fingerprint"], "data_file": bars.source,
         "data_sha256": bars.sha256, "last_bar": t,
         "last_date": _when(bars.dates[t]),
@@ -271,6 +292,14 @@ def _agent_rollout(params, data: FoldData, start: jax.Array, length: int,
                       jax.random.PRNGKey(cfg.seed + 1))
 
 
+@partial(jax.jit, static_argnums=(3, 4))
+def _rival_rollout(sigma_star: jax.Array, data: FoldData, start: jax.Array, length: int,
+                   cfg: RunConfig) -> Rollout:
+    """`vol_target` at the fold's saved σ* (a `--rival` fold that acts as it)."""
+    return rollout(vol_target_decide(data, cfg, sigma_star), data, start, length, cfg,
+                   jax.random.PRNGKey(cfg.seed + 1))
+
+
 def _headline(returns: np.ndarray, ppy: float, baselines: dict[str, np.ndarray],
               seed: int) -> dict:
     """PSR, MinTRL and the SPA against `baselines` (`superior_ability`) of the backtest's
@@ -290,12 +319,15 @@ def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, Rollout], Roll
     """Score the policy on `bars` from `start` to the last bar, starting flat, beside the
     baselines with the same costs: (the summary, every policy's rollout, the random policy's
     rollouts [R, bars]). The baselines fit to a fold's training data (ridge, gbm, vol target) are
-    left out: the new file has no train or validation block to fit them on."""
+    left out: the new file has no train or validation block to fit them on. A fold that acts as
+    its rival trades `vol_target` at the fold's saved σ*."""
     data = market_data(policy, bars, min_returns=2)
     cfg, ppy, info = policy.cfg, float(policy.info["periods_per_year"]), policy.info
     start, end = policy.start, len(bars)
     steps = bucket(end - start)
-    agent = trim(_agent_rollout(policy.params, data, start, steps, cfg), end - start, axis=0)
+    agent = trim(_agent_rollout(policy.params, data, start, steps, cfg) if policy.rival is None
+                 else _rival_rollout(jnp.float32(policy.rival["sigma_star"]), data, start,
+                                     steps, cfg), end - start, axis=0)
     policies, metrics, rand, _ = compare(agent, data, start, end - start, steps, cfg, ppy,
                                          None)
     rand_sharpes = [float(sharpe(r, ppy)) for r in np.asarray(rand.returns, np.float64)]
@@ -303,7 +335,7 @@ def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, Rollout], Roll
     dates = bars.dates[start:end]
     seen = np.datetime64(info["dates"]["val"][1])
     entry = {
-        "fold": policy.fold, "best_epoch": policy.epoch,
+        "fold": policy.fold, "best_epoch": policy.epoch, "acts_as": policy.acts_as,
         "ensemble_seeds": policy.meta["seeds"], "best_setting": policy.meta["setting"],
         "val_sharpe": policy.meta["val_sharpe"], "test_sharpe": metrics["agent"]["sharpe"],
         "buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],

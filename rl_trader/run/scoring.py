@@ -22,12 +22,16 @@ from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.evaluation.headline import headline
 from rl_trader.evaluation.metrics import performance, sharpe_of
 from rl_trader.evaluation.rollout import Rollout
+from rl_trader.evaluation.selection import rival_wins
 from rl_trader.evaluation.stats import annualise_sharpe
+from rl_trader.evaluation.vol_target import vol_target_scale
 from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.run.prepare import Prepared
 from rl_trader.runtime.devices import describe_device, replicated
+from rl_trader.runtime.rundir import write_json
 from rl_trader.training.population import Population, stack, take
 
+RIVAL_FILE = "rival.json"  # a fold's choice of its rival (--rival), where the rival won
 N_RANDOM_SEEDS = 16  # random-policy baseline: mean and spread over this many seeds
 
 
@@ -110,6 +114,16 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
     test_len = f.test[1] - f.test[0]
     policies, metrics, rand, gbm = compare(agent, data, f.test[0], test_len, prep.test_steps,
                                            cfg, ppy, prep.val_steps, gbm_fit)
+    meta = ckpt.metadata()
+    rival_val = annualise_sharpe(float(vol_target_val_sharpe(data, prep.val_steps, cfg)), ppy)
+    acts_as = (cfg.train.rival if cfg.train.rival != "off"
+               and rival_wins(rival_val, meta["val_sharpe"]) else "agent")
+    if acts_as != "agent":  # the fold's policy is the rival's: on test, in predict, backtest
+        policies["agent"], metrics["agent"] = policies[acts_as], metrics[acts_as]
+        write_json(run_dir / f"fold_{f.index}" / RIVAL_FILE, {
+            "acts_as": acts_as, "rival_val_sharpe": rival_val,
+            "agent_val_sharpe": meta["val_sharpe"],
+            "sigma_star": float(vol_target_scale(data.prices.close, data.train))})
     _, rand_sharpes = _over_seeds(rand, ppy)
     if prep.oracle_position is not None:
         policies["oracle"] = trim(oracle_rollout(
@@ -121,16 +135,14 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
     rel = Path(f"fold_{f.index}") / "test_returns.npz"
     save_returns(run_dir / rel, np.arange(*f.test), prep.bars.dates[f.test[0]:f.test[1]],
                  policies, rand)
-    meta = ckpt.metadata()
     entry = {
         "fold": f.index,
         "best_epoch": ckpt.best_epoch(),
         "ensemble_seeds": meta["seeds"],
         "best_setting": meta["setting"],
         "val_sharpe": meta["val_sharpe"],
-        # vol_target on the same validation bars (study 34)
-        "vol_target_val_sharpe": annualise_sharpe(
-            float(vol_target_val_sharpe(data, prep.val_steps, cfg)), ppy),
+        "vol_target_val_sharpe": rival_val,  # on the same validation bars (study 34)
+        "acts_as": acts_as,  # "agent", or the rival that beat it on validation (--rival)
         "test_sharpe": metrics["agent"]["sharpe"],
         "buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],
         "checkpoint_dir": str(Path(f"fold_{f.index}") / "checkpoints"),
@@ -185,6 +197,10 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
         for j, k in enumerate(scored):
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
                                      history[k], stitched, gbm_fits.result(k))
+        if cfg.train.rival != "off":  # the rival's validation Sharpe was looked at: a trial
+            trials = trials + [{"fold": entries[k]["fold"], "rival": cfg.train.rival,
+                                "val_sharpe": entries[k]["vol_target_val_sharpe"]}
+                               for k in scored]
     for c in ckpts:
         c.close()
     cat = {name: _concat(rs, axis=1 if name == "random_seeds" else 0)  # random_seeds: [R, bars]

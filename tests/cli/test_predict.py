@@ -27,3 +27,12 @@ def test_portfolio_weights_or_not_read(capsys, weights, shown, hidden):
     print_prediction(prediction(weights))
     out = capsys.readouterr().out
     assert shown in out and hidden not in out
+
+
+def test_a_fold_acting_as_its_rival_says_so(capsys):
+    """`--rival`: the target is the rival's, and the table says the members do not act."""
+    print_prediction(prediction({"position": 0.0}))
+    assert "rival" not in capsys.readouterr().out
+    print_prediction({**prediction({"position": 0.0}), "acts_as": "vol_target"})
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the fold acts as vol_target" in out and "do not act" in out
