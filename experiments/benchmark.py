@@ -15,7 +15,8 @@
 - width:      epoch time against network width;
 - peers:      stable-baselines3 DQN on the same market, and rl_trader's own agent driven one
               jitted step per Python iteration (experiments.peers; skipped when missing).
-Compile time is always reported apart from steady-state rates (each rate is the second call).
+Compile time is always reported apart from steady-state rates (each rate is the second call);
+each section's wall seconds are kept in `section_seconds`.
 Where the time goes kernel by kernel: `python -m experiments.kernel_profile`.
 """
 
@@ -209,17 +210,32 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         with open(args.out, "w") as fh:
             json.dump(result, fh, indent=2)
 
+    started = {"t": time.perf_counter()}
+
+    def done(section: str) -> None:
+        """Keep the section's wall seconds (`section_seconds`, from `begin`) and save."""
+        result.setdefault("section_seconds", {})[section] = round(
+            time.perf_counter() - started["t"], 1)
+        save()
+
+    def begin() -> None:
+        started["t"] = time.perf_counter()
+
     if "peak" in sections:
+        begin()
         result["matmul_peak"] = matmul_peak(8192 if on_gpu else 1024)
         print(f"matmul peak: {result['matmul_peak']}", flush=True)
+        done("peak")
     if "env" in sections:
+        begin()
         result["env"] = [env_throughput(n, 1000) for n in
                          ((1024, 65536, 1 << 20) if on_gpu else (1024, 16384))]
         for r in result["env"]:
             print(f"env: {r['n_envs']:>8} envs  {r['env_steps_per_s']:>14,.0f} env steps/s",
                   flush=True)
-        save()
+        done("env")
     if "population" in sections:
+        begin()
         result["population"] = []
         for size in sizes:
             r = population_epoch(base, size, devices=args.devices)
@@ -232,14 +248,18 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
                   f"{r['achieved_tflops'] or 0:.2f} TFLOP/s  "
                   f"{(r['bytes_per_update'] or 0) / 1e6:.1f} MB/update  "
                   f"{r['achieved_gbytes_per_s'] or 0:,.0f} GB/s", flush=True)
+        done("population")
     if "length" in sections:
+        begin()
         result["length"] = []
         for n in (10_000, 100_000, 1_000_000):
             r = population_epoch(base, sizes[0], f"synthetic:ar1:{n}", args.devices)
             result["length"].append(r)
             save()
             print(f"length {n:>9} bars: epoch {r['epoch_s']:.3f}s (P={sizes[0]})", flush=True)
+        done("length")
     if "width" in sections:
+        begin()
         result["width"] = []
         for hidden, trunk in ((16, 32), (32, 64), (64, 128), (128, 256)):
             cfg = dataclasses.replace(base, net=dataclasses.replace(
@@ -249,7 +269,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             save()
             print(f"width {hidden}/{trunk}: {r['n_params']:,} params, epoch {r['epoch_s']:.3f}s "
                   f"(P={sizes[0]}), {r['achieved_tflops'] or 0:.2f} TFLOP/s", flush=True)
+        done("width")
     if "peers" in sections:
+        begin()
         try:
             from experiments import peers
         except ImportError as err:  # optional: needs stable-baselines3 and gymnasium
@@ -262,6 +284,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
                 result["peers"]["speedup_population_updates"] = (
                     best["agent_updates_per_s"] / result["peers"]["sb3_dqn"]["updates_per_s"])
         print(f"peers: {json.dumps(result['peers'], indent=1)}", flush=True)
+        done("peers")
     save()
     print(f"wrote {args.out}")
     return 0
