@@ -46,8 +46,9 @@ GATE_RUN = re.compile(rf"^({'|'.join(FAMILY)})-run(\d+)$")
 
 
 def rival_summary(run_dir: Path, summary: dict) -> tuple[dict, list[int]]:
-    """`rival`'s summary (the run's, with each fold's and the stitched test Sharpe and the
-    headline of the switched returns) and the indices of the folds that act as `vol_target`.
+    """`rival`'s summary (the run's, with each fold's and the stitched test Sharpe, the folds'
+    agent metrics and the headline of the switched returns; the stitched agent's other
+    metrics left out) and the indices of the folds that act as `vol_target`.
     Refused (InputError) for a run without `vol_target_val_sharpe` or whose saved agent returns
     do not give its own stitched Sharpe."""
     ppy = float(summary["periods_per_year"])
@@ -55,6 +56,9 @@ def rival_summary(run_dir: Path, summary: dict) -> tuple[dict, list[int]]:
     scored = [k for k, f in enumerate(folds) if f.get("test_sharpe") is not None]
     if not scored:
         raise InputError(f"{run_dir}: no fold was scored")
+    if summary["config"]["train"].get("rival", "off") != "off":
+        raise InputError(f"{run_dir}: a run with --rival on, whose folds already act as "
+                         "their rival: the study reads runs with --rival off")
     if any("vol_target_val_sharpe" not in folds[k] for k in scored):
         raise InputError(f"{run_dir}/summary.json: no vol_target_val_sharpe (a run from before "
                          "study 34's code)")
@@ -70,6 +74,10 @@ def rival_summary(run_dir: Path, summary: dict) -> tuple[dict, list[int]]:
         switched += [k] if use else []
         chosen.append(t["vol_target" if use else "agent"])
         folds[k]["test_sharpe"] = sharpe_of(chosen[-1], ppy)
+        if use:
+            folds[k]["acts_as"] = "vol_target"
+            folds[k]["metrics"] = {**folds[k]["metrics"],
+                                   "agent": folds[k]["metrics"]["vol_target"]}
     stitched = np.concatenate(chosen)
     cfg = summary["config"]
     trials = summary["trials"] + [{"fold": folds[k]["fold"], "rival": "vol_target",
@@ -79,8 +87,10 @@ def rival_summary(run_dir: Path, summary: dict) -> tuple[dict, list[int]]:
                     {n: np.concatenate([t[n] for t in tests]) for n in BASELINES},
                     cfg["seed"], [folds[k]["test_sharpe"] for k in scored],
                     cfg["train"]["prior_trials"])
+    stitched_metrics = {n: m for n, m in summary["stitched"].items() if n != "agent"}
     return ({**summary, "folds": folds, "stitched_test_sharpe": head["stitched_test_sharpe"],
-             "headline": head}, switched)
+             "geo_mean_test_sharpe": head["geo_mean_test_sharpe"], "headline": head,
+             "stitched": stitched_metrics}, switched)  # the agent's other metrics: not computed
 
 
 def _mean_se(xs: list[float]) -> tuple[float, float]:

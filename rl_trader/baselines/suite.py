@@ -13,7 +13,6 @@ from rl_trader.baselines.rules import (
 )
 from rl_trader.config import RunConfig
 from rl_trader.data.fold_data import FoldData
-from rl_trader.evaluation.metrics import sharpe
 from rl_trader.evaluation.rollout import Rollout, jit_per_program, rollout
 
 # fit on a fold's train (and validation) bars
@@ -49,10 +48,10 @@ def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunCon
 
 
 @jit_per_program(1, 2)
-def vol_target_val_sharpe(data: FoldData, val_steps: int, cfg: RunConfig) -> jax.Array:
-    """`vol_target`'s per-bar Sharpe over the fold's validation block (a scalar), from the
+def vol_target_val_returns(data: FoldData, val_steps: int, cfg: RunConfig) -> jax.Array:
+    """`vol_target`'s per-bar returns [val_steps] over the fold's validation block, from the
     rollout the agent's validation uses: from flat at the block's first decision, `val_steps`
-    steps (`Prepared.val_steps`), the block's bars counted, same fills and costs."""
-    r = rollout(vol_target_decide(data, cfg), data, data.val[0], val_steps, cfg,
-                jax.random.PRNGKey(0))
-    return sharpe(r.returns, 1.0, valid=data.val[1] - data.val[0])
+    steps (`Prepared.val_steps`; the bars after the block are a shape bucket's padding), same
+    fills and costs."""
+    return rollout(vol_target_decide(data, cfg), data, data.val[0], val_steps, cfg,
+                   jax.random.PRNGKey(0)).returns

@@ -120,8 +120,7 @@ def rival_line(folds: list[dict]) -> str:
     names = sorted({r for _, r in acting})
     return (f"{len(acting)} of {len(folds)} folds act as {' or '.join(names)} (fold "
             f"{', '.join(str(k) for k, _ in acting)}): it beat the agent's chosen epoch on "
-            "validation (--rival), so the agent's figures there are its; the DSR counts its "
-            "trials")
+            "validation (--rival), so the agent's figures there are its")
 
 
 def acted(f: dict, epoch: str) -> str:

@@ -168,10 +168,15 @@ def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:
                             int(meta["seeds"]), meta["epoch"])
     rival_file = run_dir / f"fold_{fold}" / RIVAL_FILE
     rival = _read_json(rival_file) if rival_file.is_file() else None
-    if rival is not None and (rival.get("acts_as") != "vol_target"
-                              or not isinstance(rival.get("sigma_star"), float)):
-        raise InputError(f"{rival_file}: not a rival this version acts as (acts_as "
-                         f"{rival.get('acts_as')!r}, sigma_star {rival.get('sigma_star')!r})")
+    if rival is not None:  # written by scoring for this checkpoint of a --rival run, or refused
+        mine = (cfg.train.rival == rival.get("acts_as") == "vol_target"
+                and isinstance(rival.get("sigma_star"), float)
+                and (rival.get("fold"), rival.get("epoch"), rival.get("fingerprint"))
+                == (fold, meta["epoch"], meta["fingerprint"]))
+        if not mine:
+            raise InputError(f"{rival_file}: does not belong to fold {fold}'s checkpoint "
+                             f"(epoch {meta['epoch']}) of a run with --rival vol_target: "
+                             "remove it or re-run the training")
     return Policy(run_dir=run_dir, fold=fold, epoch=int(meta["epoch"]), cfg=cfg, meta=meta,
                   params=params, trees=trees, rival=rival)
 

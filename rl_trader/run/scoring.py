@@ -14,7 +14,7 @@ from jax.sharding import Mesh
 
 from rl_trader.baselines.gbm import GbmFit, GbmFits
 from rl_trader.baselines.oracle import oracle_rollout
-from rl_trader.baselines.suite import BASELINES, baseline_rollouts, vol_target_val_sharpe
+from rl_trader.baselines.suite import BASELINES, baseline_rollouts, vol_target_val_returns
 from rl_trader.config import RunConfig
 from rl_trader.data.buckets import trim
 from rl_trader.data.fold_data import FoldData, pad_bars
@@ -23,7 +23,6 @@ from rl_trader.evaluation.headline import headline
 from rl_trader.evaluation.metrics import performance, sharpe_of
 from rl_trader.evaluation.rollout import Rollout
 from rl_trader.evaluation.selection import rival_wins
-from rl_trader.evaluation.stats import annualise_sharpe
 from rl_trader.evaluation.vol_target import vol_target_scale
 from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.run.prepare import Prepared
@@ -107,6 +106,13 @@ def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
              **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
 
 
+def vol_target_val_sharpe(prep: Prepared, data: FoldData) -> float:
+    """`vol_target`'s validation Sharpe on fold `data`, as the agent's ensembles' are taken
+    (`run.experiment`): the block's returns in float64 over its `val_len` bars, `sharpe_of`."""
+    returns = np.asarray(vol_target_val_returns(data, prep.val_steps, prep.cfg), np.float64)
+    return sharpe_of(returns[:prep.val_len], prep.periods_per_year)
+
+
 def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: FoldData,
                 ckpt: FoldCheckpoints, history: list[dict],
                 stitched: dict[str, list], gbm_fit: GbmFit) -> dict:
@@ -115,14 +121,15 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
     policies, metrics, rand, gbm = compare(agent, data, f.test[0], test_len, prep.test_steps,
                                            cfg, ppy, prep.val_steps, gbm_fit)
     meta = ckpt.metadata()
-    rival_val = annualise_sharpe(float(vol_target_val_sharpe(data, prep.val_steps, cfg)), ppy)
+    rival_val = vol_target_val_sharpe(prep, data)
     acts_as = (cfg.train.rival if cfg.train.rival != "off"
                and rival_wins(rival_val, meta["val_sharpe"]) else "agent")
     if acts_as != "agent":  # the fold's policy is the rival's: on test, in predict, backtest
         policies["agent"], metrics["agent"] = policies[acts_as], metrics[acts_as]
         write_json(run_dir / f"fold_{f.index}" / RIVAL_FILE, {
-            "acts_as": acts_as, "rival_val_sharpe": rival_val,
-            "agent_val_sharpe": meta["val_sharpe"],
+            "acts_as": acts_as, "fold": f.index, "rival_val_sharpe": rival_val,
+            "agent_val_sharpe": meta["val_sharpe"], "epoch": meta["epoch"],
+            "fingerprint": meta["fingerprint"],
             "sigma_star": float(vol_target_scale(data.prices.close, data.train))})
     _, rand_sharpes = _over_seeds(rand, ppy)
     if prep.oracle_position is not None:

@@ -1,27 +1,28 @@
-"""The baselines' suite: `vol_target`'s validation Sharpe is its rollout's on the block."""
+"""The baselines' suite: `vol_target`'s validation returns are its rollout's on the block."""
 
 import jax
 import numpy as np
 
-from rl_trader.baselines.suite import baseline_rollouts, vol_target_val_sharpe
-from rl_trader.evaluation.metrics import sharpe
+from rl_trader.baselines.suite import baseline_rollouts, vol_target_val_returns
+from rl_trader.evaluation.metrics import sharpe_of
 from rl_trader.run.prepare import prepare
+from rl_trader.run.scoring import vol_target_val_sharpe
 from tests.helpers import tiny_config
 
 
-def test_vol_target_val_sharpe_is_its_validation_rollouts():
+def test_vol_target_val_returns_are_its_validation_rollouts():
     """The validation block traded as the test blocks are (`baseline_rollouts` from the block's
-    first decision), its Sharpe over the block's bars only: bars after the block (a shape
-    bucket's padding) change nothing."""
+    first decision); the bars after the block (a shape bucket's padding) change nothing, and
+    the validation Sharpe is taken over the block's bars as the agent's is."""
     prep = prepare(tiny_config())
     data = prep.fold_data(0)
-    val_len = int(data.val[1] - data.val[0])
+    val_len = prep.val_len
     runs = baseline_rollouts(data, data.val[0], val_len, prep.cfg,
                              jax.random.split(jax.random.key(0), 2), prep.val_steps)
-    want = float(sharpe(np.asarray(runs["vol_target"].returns, np.float64), 1.0))
-    got = float(vol_target_val_sharpe(data, prep.val_steps, prep.cfg))
-    assert want != 0.0
-    np.testing.assert_allclose(got, want, rtol=1e-4)
-    assert prep.val_steps > val_len
-    np.testing.assert_allclose(float(vol_target_val_sharpe(data, val_len, prep.cfg)), got,
-                               rtol=1e-5)
+    want = np.asarray(runs["vol_target"].returns)
+    got = np.asarray(vol_target_val_returns(data, prep.val_steps, prep.cfg))
+    assert prep.val_steps > val_len and got.shape == (prep.val_steps,)
+    np.testing.assert_array_equal(got[:val_len], want)
+    assert np.abs(want).max() > 0
+    sharpe = vol_target_val_sharpe(prep, data)
+    assert sharpe == sharpe_of(want.astype(np.float64), prep.periods_per_year) != 0.0

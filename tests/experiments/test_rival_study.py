@@ -67,3 +67,12 @@ def test_a_run_without_the_rivals_figure_is_refused(gate_run, tmp_path, capsys):
     (tmp_path / "old" / "summary.json").write_text(json.dumps(summary))
     assert main([str(tmp_path / "old")]) == 2
     assert "no vol_target_val_sharpe" in capsys.readouterr().err
+
+
+def test_a_run_with_the_option_on_is_refused(gate_run, tmp_path, capsys):
+    """Its folds already act as their rival: switching them again would count twice."""
+    summary = _with_rival(gate_run, tmp_path / "on", [0.0, 0.0])
+    summary["config"]["train"]["rival"] = "vol_target"
+    (tmp_path / "on" / "summary.json").write_text(json.dumps(summary))
+    assert main([str(tmp_path / "on")]) == 2
+    assert "--rival on" in capsys.readouterr().err

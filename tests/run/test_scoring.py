@@ -1,13 +1,22 @@
 """Scoring the best checkpoints on test: the validation program, reused."""
 
 import dataclasses
+import json
 import logging
 
 import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
 
-from rl_trader.run import experiment
+from rl_trader.cli import backtest as backtest_cli
+from rl_trader.cli import predict as predict_cli
+from rl_trader.evaluation.metrics import sharpe_of
+from rl_trader.evaluation.vol_target import trailing_vol, vol_target_fraction, vol_target_scale
+from rl_trader.run import experiment, scoring
 from rl_trader.run.prepare import prepare
 from tests.helpers import tiny_config
+from tests.run.test_inference import write_csv
 
 
 def test_test_blocks_are_scored_by_the_validation_program(tmp_path, caplog):
@@ -29,49 +38,40 @@ def test_test_blocks_are_scored_by_the_validation_program(tmp_path, caplog):
     assert len(compiled) == 1, compiled
 
 
-def test_folds_whose_rival_wins_on_validation_act_as_it_everywhere(tmp_path, monkeypatch,
-                                                                   capsys):
-    """`--rival vol_target` with the rival winning every fold's validation (its Sharpe made
-    huge): each fold's test figures, the stitched record, `predict` and `backtest` are
-    `vol_target`'s at the fold's σ*, and the DSR counts one more trial a fold."""
-    import json
 
-    import jax.numpy as jnp
-    import numpy as np
-    import pytest
-
-    from rl_trader.cli import backtest as backtest_cli
-    from rl_trader.cli import predict as predict_cli
-    from rl_trader.evaluation.vol_target import (
-        trailing_vol,
-        vol_target_fraction,
-        vol_target_scale,
-    )
-    from rl_trader.run import scoring
-    from tests.run.test_inference import write_csv
-
+def test_a_fold_whose_rival_wins_on_validation_acts_as_it_everywhere(tmp_path, monkeypatch,
+                                                                    capsys):
+    """`--rival vol_target`, the rival's validation Sharpe made to lose in fold 0 and win in
+    fold 1: fold 0 acts as the agent (no rival file), fold 1's test figures, `predict` and
+    `backtest` (which use the last fold) are `vol_target`'s at the fold's σ*, and the DSR
+    counts one more trial a fold. A rival file that is not the checkpoint's is refused."""
     cfg = tiny_config()
     prep = prepare(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train,
                                                                       rival="vol_target")))
-    monkeypatch.setattr(scoring, "vol_target_val_sharpe",
-                        lambda data, val_steps, cfg: jnp.float32(1e3))
+    rivals = iter([-1e3, 1e3])  # scoring takes the folds in order
+    monkeypatch.setattr(scoring, "vol_target_val_sharpe", lambda prep, data: next(rivals))
     run_dir = tmp_path / "run"
     summary = experiment.run_experiment(prep, run_dir, log=lambda _: None)
     folds = summary["folds"]
-    assert [f["acts_as"] for f in folds] == ["vol_target"] * len(prep.folds)
-    for k, f in enumerate(folds):
-        assert f["test_sharpe"] == f["baseline_test_sharpes"]["vol_target"]
-        rival = json.loads((run_dir / f"fold_{f['fold']}" / scoring.RIVAL_FILE).read_text())
-        data = prep.fold_data(k)
-        assert rival["sigma_star"] == pytest.approx(
-            float(vol_target_scale(data.prices.close, data.train)))
-        assert rival["agent_val_sharpe"] == f["val_sharpe"]
-        with np.load(run_dir / f["returns_file"]) as z:
-            np.testing.assert_array_equal(z["agent"], z["vol_target"])
-    assert summary["stitched"]["agent"] == summary["stitched"]["vol_target"]
+    assert [f["acts_as"] for f in folds] == ["agent", "vol_target"]
+    assert not (run_dir / "fold_0" / scoring.RIVAL_FILE).exists()
+    assert folds[0]["test_sharpe"] != folds[0]["baseline_test_sharpes"]["vol_target"]
+    assert folds[1]["test_sharpe"] == folds[1]["baseline_test_sharpes"]["vol_target"]
+    rival = json.loads((run_dir / "fold_1" / scoring.RIVAL_FILE).read_text())
+    data = prep.fold_data(1)
+    sigma = rival["sigma_star"]
+    assert sigma == pytest.approx(float(vol_target_scale(data.prices.close, data.train)))
+    assert (rival["agent_val_sharpe"], rival["epoch"]) == (folds[1]["val_sharpe"],
+                                                           folds[1]["best_epoch"])
+    with np.load(run_dir / folds[0]["returns_file"]) as z0, \
+            np.load(run_dir / folds[1]["returns_file"]) as z1:
+        assert not np.array_equal(z0["agent"], z0["vol_target"])
+        np.testing.assert_array_equal(z1["agent"], z1["vol_target"])
+        stitched = np.concatenate([z0["agent"], z1["agent"]])
+    assert summary["stitched_test_sharpe"] == pytest.approx(
+        sharpe_of(stitched, summary["periods_per_year"]))
     assert sum("rival" in t for t in summary["trials"]) == len(folds)
     assert summary["headline"]["n_trials"] == len(summary["trials"]) + cfg.train.prior_trials
-    sigma = rival["sigma_star"]  # the last fold's, which predict and backtest use
     csv = write_csv(prep.bars, tmp_path / "bars.csv")
     assert predict_cli.main([str(run_dir), csv, "--json"]) == 0
     pred = json.loads(capsys.readouterr().out)
@@ -88,3 +88,15 @@ def test_folds_whose_rival_wins_on_validation_act_as_it_everywhere(tmp_path, mon
         np.testing.assert_allclose(z["agent_position"],
                                    np.asarray(vol_target_fraction(vol[decided], sigma)),
                                    rtol=1e-5)
+    # fold 0 acts as the agent; fold 1's rival file copied into it, or one of another epoch
+    # in fold 1, is not the checkpoint's
+    assert predict_cli.main([str(run_dir), csv, "--fold", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["acts_as"] == "agent"
+    (run_dir / "fold_0" / scoring.RIVAL_FILE).write_text(json.dumps(rival))
+    (run_dir / "fold_1" / scoring.RIVAL_FILE).write_text(
+        json.dumps({**rival, "epoch": rival["epoch"] + 1}))
+    for fold in (0, 1):
+        assert predict_cli.main([str(run_dir), csv, "--fold", str(fold)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"rival.json: does not belong to fold {fold}'s checkpoint" in err
+        assert "\n" not in err
