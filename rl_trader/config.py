@@ -273,12 +273,15 @@ class TrainConfig:
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
+    # vol_target since study 34 (2026-12-06): the default's folds without a validation edge
+    # over it hold the drift as vol_target does.
     rival: str = option(
-        "off", "a baseline set against each fold's chosen epoch on validation: where its "
-        "validation Sharpe is higher, the fold acts as it on test and in predict and backtest "
-        "(docs/studies/34-vol-target-rival.md)", choices=RIVALS)
-    # 669 = the settings looked at to choose the defaults, counted in docs/findings.md.
-    prior_trials: int = option(669, "trials looked at outside this run (e.g. the settings tried "
+        "vol_target", "a baseline set against each fold's chosen epoch on validation: where "
+        "its validation Sharpe is higher, the fold acts as it on test and in predict and "
+        "backtest (docs/studies/34-vol-target-rival.md); off: the agent always acts",
+        choices=RIVALS)
+    # 695 = the settings looked at to choose the defaults, counted in docs/findings.md.
+    prior_trials: int = option(695, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/findings.md), added to the DSR's "
                                "count of trials")
 
@@ -377,7 +380,8 @@ def preset(name: str) -> RunConfig:
 # field existed: a saved configuration without the field keeps its old behaviour.
 BEFORE_FIELD = {"agent": {"weight_decay_on": "all"},  # the default since 2026-12-01: kernels
                 "net": {"q_head": "generic"},  # the field of issue 27
-                "features": {"tree_forecast": "off"}}  # study 19's field; default since study 20
+                "features": {"tree_forecast": "off"},  # study 19's field; default since study 20
+                "train": {"rival": "off"}}  # study 34's field, the default since then
 
 
 class Removed(typing.NamedTuple):

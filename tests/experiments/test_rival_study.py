@@ -15,10 +15,11 @@ from tests.helpers import TINY_ARGS
 
 @pytest.fixture(scope="module")
 def gate_run(tmp_path_factory):
-    """One tiny gate run of a planted market (`MARKET-run0`, as the gate names it)."""
+    """One tiny gate run of a planted market (`MARKET-run0`, as the gate names it), the agent
+    acting in every fold (`--rival off`, the runs the study reads)."""
     parent = tmp_path_factory.mktemp("rival") / "runs"
     gate_main([*TINY_ARGS, "--bars", "1200", "--runs", "1", "--no-report", "--markets",
-               "ar1_strong", "--run-dir", str(parent)])
+               "ar1_strong", "--rival", "off", "--run-dir", str(parent)])
     return parent / "ar1_strong-run0"
 
 

@@ -57,7 +57,8 @@ def tree_digest(root):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("inference")
-    prep = prepare(tiny_config())
+    cfg = tiny_config()  # the network acts in every fold (tests/run/test_scoring.py: --rival)
+    prep = prepare(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, rival="off")))
     run_dir = root / "run"
     experiment.run_experiment(prep, run_dir, log=lambda _: None)
     return prep, run_dir, write_csv(prep.bars, root / "bars.csv")
