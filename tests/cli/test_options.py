@@ -104,6 +104,17 @@ def test_a_config_saved_before_a_field_keeps_its_old_behaviour(tmp_path):
     assert parse("--config", str(path)).agent.weight_decay_on == "kernels"
 
 
+def test_a_config_saved_before_the_rival_acts_without_one(tmp_path):
+    """Runs before study 34 had no rival: their config.json re-runs with `--rival off`."""
+    cfg = parse("--preset", "smoke")
+    assert cfg.train.rival == "vol_target"
+    old = cfg.to_dict()
+    del old["train"]["rival"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(old))
+    assert parse("--config", str(path)).train.rival == "off"
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--preset", "smoke", "--config", "x.json"], "exclude each other"),
     (["--config", "missing.json"], "is not a file"),
