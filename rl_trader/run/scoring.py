@@ -1,7 +1,10 @@
 """Scoring a finished run: each fold's best checkpoint once on test, beside the baselines.
 
 A fold stopped before its first checkpoint (non-finite training) has no test figures; the
-stitched record and the headline then cover the folds that were scored, and say so.
+stitched record and the headline then cover the folds that were scored, and say so. With
+`--rival vol_target` (the default) a fold whose chosen ensemble's validation Sharpe is beaten by
+`vol_target`'s on the same bars acts as `vol_target`: its test figures are the rival's
+(`acts_as`), and `fold_<k>/rival.json` keeps σ* for `predict` and `backtest`.
 """
 
 from __future__ import annotations
