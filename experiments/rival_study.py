@@ -41,6 +41,7 @@ from rl_trader.errors import InputError
 from rl_trader.evaluation.headline import headline
 from rl_trader.evaluation.metrics import sharpe_of
 from rl_trader.evaluation.selection import rival_wins
+from rl_trader.run.scoring import rival_trials
 
 GATE_RUN = re.compile(rf"^({'|'.join(FAMILY)})-run(\d+)$")
 
@@ -80,9 +81,7 @@ def rival_summary(run_dir: Path, summary: dict) -> tuple[dict, list[int]]:
                                    "agent": folds[k]["metrics"]["vol_target"]}
     stitched = np.concatenate(chosen)
     cfg = summary["config"]
-    trials = summary["trials"] + [{"fold": folds[k]["fold"], "rival": "vol_target",
-                                   "val_sharpe": folds[k]["vol_target_val_sharpe"]}
-                                  for k in scored]  # as `--rival vol_target` counts them
+    trials = summary["trials"] + rival_trials([folds[k] for k in scored], "vol_target")
     head = headline(stitched, trials, [], ppy,
                     {n: np.concatenate([t[n] for t in tests]) for n in BASELINES},
                     cfg["seed"], [folds[k]["test_sharpe"] for k in scored],

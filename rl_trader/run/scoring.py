@@ -116,6 +116,13 @@ def vol_target_val_sharpe(prep: Prepared, data: FoldData) -> float:
     return sharpe_of(returns[:prep.val_len], prep.periods_per_year)
 
 
+def rival_trials(folds: list[dict], rival: str) -> list[dict]:
+    """The rival's validation Sharpe in each scored fold entry of `folds`: looked at when the
+    fold chose between it and the agent, so each is a trial of the DSR."""
+    return [{"fold": f["fold"], "rival": rival, "val_sharpe": f["vol_target_val_sharpe"]}
+            for f in folds]
+
+
 def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: FoldData,
                 ckpt: FoldCheckpoints, history: list[dict],
                 stitched: dict[str, list], gbm_fit: GbmFit) -> dict:
@@ -207,10 +214,8 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
         for j, k in enumerate(scored):
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
                                      history[k], stitched, gbm_fits.result(k))
-        if cfg.train.rival != "off":  # the rival's validation Sharpe was looked at: a trial
-            trials = trials + [{"fold": entries[k]["fold"], "rival": cfg.train.rival,
-                                "val_sharpe": entries[k]["vol_target_val_sharpe"]}
-                               for k in scored]
+        if cfg.train.rival != "off":
+            trials = trials + rival_trials([entries[k] for k in scored], cfg.train.rival)
     for c in ckpts:
         c.close()
     cat = {name: _concat(rs, axis=1 if name == "random_seeds" else 0)  # random_seeds: [R, bars]

@@ -90,29 +90,22 @@ def test_a_saved_config_reruns_exactly_and_options_override_it(tmp_path):
     assert again == dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=7))
 
 
-def test_a_config_saved_before_a_field_keeps_its_old_behaviour(tmp_path):
-    """A config.json written before `agent.weight_decay_on` existed decayed every parameter:
-    re-run, it still does; a new run decays the kernels only."""
+@pytest.mark.parametrize("section, name, now, before", [
+    ("agent", "weight_decay_on", "kernels", "all"),  # every parameter was decayed
+    ("train", "rival", "vol_target", "off")])  # runs before study 34 had no rival
+def test_a_config_saved_before_a_field_keeps_its_old_behaviour(tmp_path, section, name, now,
+                                                               before):
+    """A config.json written before the field existed re-runs as it ran (`before`); a new run,
+    or a saved config holding the field, reads today's default (`now`)."""
     cfg = parse("--preset", "smoke")
-    assert cfg.agent.weight_decay_on == "kernels"
+    assert getattr(getattr(cfg, section), name) == now
     old = cfg.to_dict()
-    del old["agent"]["weight_decay_on"]
+    del old[section][name]
     path = tmp_path / "config.json"
     path.write_text(json.dumps(old))
-    assert parse("--config", str(path)).agent.weight_decay_on == "all"
+    assert getattr(getattr(parse("--config", str(path)), section), name) == before
     path.write_text(json.dumps(cfg.to_dict()))
-    assert parse("--config", str(path)).agent.weight_decay_on == "kernels"
-
-
-def test_a_config_saved_before_the_rival_acts_without_one(tmp_path):
-    """Runs before study 34 had no rival: their config.json re-runs with `--rival off`."""
-    cfg = parse("--preset", "smoke")
-    assert cfg.train.rival == "vol_target"
-    old = cfg.to_dict()
-    del old["train"]["rival"]
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(old))
-    assert parse("--config", str(path)).train.rival == "off"
+    assert getattr(getattr(parse("--config", str(path)), section), name) == now
 
 
 @pytest.mark.parametrize("argv, needle", [
