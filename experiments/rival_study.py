@@ -1,19 +1,21 @@
-"""Study 34: `vol_target` as a rival of the chosen epoch on validation, from finished runs.
+"""Studies 34 and 35: `vol_target` as a rival of the chosen epoch on validation, from finished
+runs.
 
-    python -m experiments.rival_study RUN_DIR [RUN_DIR ...] [--out FILE]
+    python -m experiments.rival_study RUN_DIR [RUN_DIR ...] [--rival-t T] [--base-rival-t T0]
+        [--out FILE]
 
 Each RUN_DIR is a finished main-job run (`--rival off`) whose summary records each fold's
-`vol_target_val_sharpe`. Per fold, `rival` acts as `vol_target` on test where that beats the
-chosen ensemble's validation Sharpe (`selection.rival_wins`, as `--rival vol_target` does),
-else as the agent; nothing else differs from the run (`base`), so `rival`'s returns are read
-from the folds' `test_returns.npz` (columns `agent` and `vol_target`). Its headline (DSR, SPA) is
-computed again with one more trial a fold (the rival's validation Sharpe, looked at in the
-choice); PBO is left out (the trial matrix is not saved).
-
-Prints per run the stitched test Sharpe of both designs, their difference and the folds that
-switched; runs named MARKET-run<k> (the gate's, `experiments.convergence`) are also judged by
-the gate's goals for both designs, and the planted markets' paired differences summarised.
-Writes the figures as JSON to --out (default: print only).
+`vol_target_val_sharpe` (and, for --rival-t > 0, `vol_target_val_edge_t`). Per fold, `rival`
+acts as `vol_target` on test where `selection.rival_wins` says so, as `--rival vol_target
+--rival-t T` does, else as the agent; nothing else differs from the run, so `rival`'s returns
+are read from the folds' `test_returns.npz` (columns `agent` and `vol_target`). `base` is the
+run itself (the agent in every fold), or with --base-rival-t T0 the rival design at T0. Its
+headline (DSR, SPA) is computed again with one more trial a fold (the rival's validation
+Sharpe, looked at in the choice); PBO is left out (the trial matrix is not saved).  Prints per
+run the stitched test Sharpe of both designs, their difference and the folds that switched;
+runs named MARKET-run<k> (the gate's, `experiments.convergence`) are also judged by the gate's
+goals for both designs, and the planted markets' paired differences summarised. Writes the
+figures as JSON to --out (default: print only).
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ from rl_trader.run.scoring import rival_trials
 GATE_RUN = re.compile(rf"^({'|'.join(FAMILY)})-run(\d+)$")
 
 
-def rival_summary(run_dir: Path, summary: dict) -> tuple[dict, list[int]]:
+def rival_summary(run_dir: Path, summary: dict, min_t: float = 0.0
+                  ) -> tuple[dict, list[int]]:
     """`rival`'s summary (the run's, with each fold's and the stitched test Sharpe, the folds'
     agent metrics and the headline of the switched returns; the stitched agent's other
     metrics left out) and the indices of the folds that act as `vol_target`.
@@ -60,9 +63,11 @@ def rival_summary(run_dir: Path, summary: dict) -> tuple[dict, list[int]]:
     if summary["config"]["train"].get("rival", "off") != "off":
         raise InputError(f"{run_dir}: a run with --rival on, whose folds already act as "
                          "their rival: the study reads runs with --rival off")
-    if any("vol_target_val_sharpe" not in folds[k] for k in scored):
-        raise InputError(f"{run_dir}/summary.json: no vol_target_val_sharpe (a run from before "
-                         "study 34's code)")
+    for key, study in (("vol_target_val_sharpe", 34), ("vol_target_val_edge_t", 35)):
+        if (key == "vol_target_val_sharpe" or min_t > 0) and any(key not in folds[k]
+                                                                 for k in scored):
+            raise InputError(f"{run_dir}/summary.json: no {key} (a run from before study "
+                             f"{study}'s code)")
     tests = [np.load(run_dir / folds[k]["returns_file"]) for k in scored]
     base = np.concatenate([t["agent"] for t in tests])
     if not math.isclose(sharpe_of(base, ppy), summary["stitched_test_sharpe"], rel_tol=1e-9,
@@ -71,7 +76,9 @@ def rival_summary(run_dir: Path, summary: dict) -> tuple[dict, list[int]]:
                          "stitched test Sharpe")
     switched, chosen = [], []
     for k, t in zip(scored, tests, strict=True):
-        use = rival_wins(folds[k]["vol_target_val_sharpe"], folds[k]["val_sharpe"])
+        edge = folds[k].get("vol_target_val_edge_t")
+        use = rival_wins(folds[k]["vol_target_val_sharpe"], folds[k]["val_sharpe"],
+                         math.nan if edge is None else edge, min_t)
         switched += [k] if use else []
         chosen.append(t["vol_target" if use else "agent"])
         folds[k]["test_sharpe"] = sharpe_of(chosen[-1], ppy)
@@ -101,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.rival_study",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    p.add_argument("--rival-t", type=float, default=0.0, metavar="T",
+                   help="`rival`'s --rival-t (default 0: study 34's rule)")
+    p.add_argument("--base-rival-t", type=float, default=None, metavar="T0",
+                   help="`base` is the rival design at this --rival-t (default: the run)")
     p.add_argument("--out", type=Path, default=None, help="write the figures here (JSON)")
     args = p.parse_args(argv)
     rows, gate = [], {"base": [], "rival": []}
@@ -110,9 +121,12 @@ def main(argv: list[str] | None = None) -> int:
                 summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
             except (OSError, ValueError) as err:
                 raise InputError(f"{run_dir}: not a finished run ({err})") from None
-            rival, switched = rival_summary(run_dir, summary)
+            rival, switched = rival_summary(run_dir, summary, args.rival_t)
             vt = summary["stitched"]["vol_target"]["sharpe"]
-            row = {"run_dir": str(run_dir), "base": summary["stitched_test_sharpe"],
+            base, base_switched = (rival_summary(run_dir, summary, args.base_rival_t)
+                                   if args.base_rival_t is not None else (summary, []))
+            row = {"run_dir": str(run_dir), "base": base["stitched_test_sharpe"],
+                   "base_switched_folds": base_switched,
                    "rival": rival["stitched_test_sharpe"], "vol_target": vt,
                    "buy_and_hold": summary["stitched_buy_and_hold_test_sharpe"],
                    "switched_folds": switched, "n_folds": len(summary["folds"]),
@@ -122,16 +136,17 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             m = GATE_RUN.match(run_dir.name)
             if m:
-                for name, s in (("base", summary), ("rival", rival)):
+                for name, s in (("base", base), ("rival", rival)):
                     gate[name].append({"market": m[1], "run": int(m[2]), **run_figures(s)})
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"{'run':<28} {'base':>7} {'rival':>7} {'Δ':>7} {'vol_t':>7} {'b&h':>7} switched")
+    print(f"{'run':<28} {'base':>7} {'rival':>7} {'Δ':>7} {'vol_t':>7} {'b&h':>7} "
+          "switched (base → rival)")
     for r in rows:
         print(f"{Path(r['run_dir']).name:<28} {r['base']:+7.3f} {r['rival']:+7.3f} "
               f"{r['delta']:+7.3f} {r['vol_target']:+7.3f} {r['buy_and_hold']:+7.3f} "
-              f"{len(r['switched_folds'])}/{r['n_folds']} {r['switched_folds']}")
+              f"{r['base_switched_folds']} → {r['switched_folds']} of {r['n_folds']}")
     deltas = [r["delta"] for r in rows]
     mean, se = _mean_se(deltas)
     print(f"all {len(rows)} runs: Δ {mean:+.3f} ± {se:.3f}, > 0 in "

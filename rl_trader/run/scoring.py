@@ -3,8 +3,9 @@
 A fold stopped before its first checkpoint (non-finite training) has no test figures; the
 stitched record and the headline then cover the folds that were scored, and say so. With
 `--rival vol_target` (the default) a fold whose chosen ensemble's validation Sharpe is beaten by
-`vol_target`'s on the same bars acts as `vol_target`: its test figures are the rival's
-(`acts_as`), and `fold_<k>/rival.json` keeps σ* for `predict` and `backtest`.
+`vol_target`'s on the same bars, or (`--rival-t T`) whose Sharpe edge over it has a t below T,
+acts as `vol_target`: its test figures are the rival's (`acts_as`), and `fold_<k>/rival.json`
+keeps σ* for `predict` and `backtest`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.evaluation.headline import headline
 from rl_trader.evaluation.metrics import performance, sharpe_of
 from rl_trader.evaluation.rollout import Rollout
-from rl_trader.evaluation.selection import rival_wins
+from rl_trader.evaluation.selection import best_of, rival_wins
+from rl_trader.evaluation.stats import edge_t
+from rl_trader.evaluation.verdict import finite_or_none
 from rl_trader.evaluation.vol_target import vol_target_scale
 from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.run.prepare import Prepared
@@ -109,11 +112,22 @@ def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
              **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
 
 
-def vol_target_val_sharpe(prep: Prepared, data: FoldData) -> float:
-    """`vol_target`'s validation Sharpe on fold `data`, as the agent's ensembles' are taken
-    (`run.experiment`): the block's returns in float64 over its `val_len` bars, `sharpe_of`."""
-    returns = np.asarray(vol_target_val_returns(data, prep.val_steps, prep.cfg), np.float64)
-    return sharpe_of(returns[:prep.val_len], prep.periods_per_year)
+def vol_target_validation(prep: Prepared, data: FoldData, agent_val: np.ndarray
+                          ) -> tuple[float, float]:
+    """`vol_target`'s validation Sharpe on fold `data`, taken as the agent's ensembles' are
+    (`run.experiment`: the block's returns in float64 over its `val_len` bars, `sharpe_of`),
+    and the t-statistic of the agent's Sharpe edge over it on those bars (`stats.edge_t`);
+    `agent_val`: the chosen ensemble's validation returns [val_len]."""
+    returns = np.asarray(vol_target_val_returns(data, prep.val_steps, prep.cfg),
+                         np.float64)[:prep.val_len]
+    return sharpe_of(returns, prep.periods_per_year), edge_t(agent_val, returns)
+
+
+def chosen_val_returns(val_matrix: list[np.ndarray], epoch: int, ppy: float) -> np.ndarray:
+    """The validation returns [val_len] of the ensemble a fold chose at `epoch` (`best_of`
+    on their Sharpes), from the fold's trial matrix (per epoch [ensembles, val_len])."""
+    rows = np.asarray(val_matrix[epoch], np.float64)
+    return rows[best_of(range(len(rows)), [sharpe_of(r, ppy) for r in rows])]
 
 
 def rival_trials(folds: list[dict], rival: str) -> list[dict]:
@@ -124,21 +138,23 @@ def rival_trials(folds: list[dict], rival: str) -> list[dict]:
 
 
 def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: FoldData,
-                ckpt: FoldCheckpoints, history: list[dict],
+                ckpt: FoldCheckpoints, history: list[dict], val_matrix: list[np.ndarray],
                 stitched: dict[str, list], gbm_fit: GbmFit) -> dict:
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
     policies, metrics, rand, gbm = compare(agent, data, f.test[0], test_len, prep.test_steps,
                                            cfg, ppy, prep.val_steps, gbm_fit)
     meta = ckpt.metadata()
-    rival_val = vol_target_val_sharpe(prep, data)
-    acts_as = (cfg.train.rival if cfg.train.rival != "off"
-               and rival_wins(rival_val, meta["val_sharpe"]) else "agent")
+    rival_val, edge = vol_target_validation(
+        prep, data, chosen_val_returns(val_matrix, meta["epoch"], ppy))
+    acts_as = (cfg.train.rival if cfg.train.rival != "off" and rival_wins(
+        rival_val, meta["val_sharpe"], edge, cfg.train.rival_t) else "agent")
     if acts_as != "agent":  # the fold's policy is the rival's: on test, in predict, backtest
         policies["agent"], metrics["agent"] = policies[acts_as], metrics[acts_as]
         write_json(run_dir / f"fold_{f.index}" / RIVAL_FILE, {
             "acts_as": acts_as, "fold": f.index, "rival_val_sharpe": rival_val,
-            "agent_val_sharpe": meta["val_sharpe"], "epoch": meta["epoch"],
+            "agent_val_sharpe": meta["val_sharpe"], "agent_edge_t": finite_or_none(edge),
+            "rival_t": cfg.train.rival_t, "epoch": meta["epoch"],
             "fingerprint": meta["fingerprint"],
             "sigma_star": float(vol_target_scale(data.prices.close, data.train))})
     _, rand_sharpes = _over_seeds(rand, ppy)
@@ -159,6 +175,8 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
         "best_setting": meta["setting"],
         "val_sharpe": meta["val_sharpe"],
         "vol_target_val_sharpe": rival_val,  # on the same validation bars (study 34)
+        # the t of the agent's validation Sharpe edge over it (study 35; None: no spread)
+        "vol_target_val_edge_t": finite_or_none(edge),
         "acts_as": acts_as,  # "agent", or the rival that beat it on validation (--rival)
         "test_sharpe": metrics["agent"]["sharpe"],
         "buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],
@@ -213,7 +231,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
             prep.test_len, axis=1)
         for j, k in enumerate(scored):
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
-                                     history[k], stitched, gbm_fits.result(k))
+                                     history[k], val_matrix[k], stitched, gbm_fits.result(k))
         if cfg.train.rival != "off":
             trials = trials + rival_trials([entries[k] for k in scored], cfg.train.rival)
     for c in ckpts:

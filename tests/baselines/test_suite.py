@@ -5,8 +5,9 @@ import numpy as np
 
 from rl_trader.baselines.suite import baseline_rollouts, vol_target_val_returns
 from rl_trader.evaluation.metrics import sharpe_of
+from rl_trader.evaluation.stats import edge_t
 from rl_trader.run.prepare import prepare
-from rl_trader.run.scoring import vol_target_val_sharpe
+from rl_trader.run.scoring import vol_target_validation
 from tests.helpers import tiny_config
 
 
@@ -24,5 +25,7 @@ def test_vol_target_val_returns_are_its_validation_rollouts():
     assert prep.val_steps > val_len and got.shape == (prep.val_steps,)
     np.testing.assert_array_equal(got[:val_len], want)
     assert np.abs(want).max() > 0
-    sharpe = vol_target_val_sharpe(prep, data)
+    agent = np.random.default_rng(0).normal(size=val_len)
+    sharpe, t = vol_target_validation(prep, data, agent)
     assert sharpe == sharpe_of(want.astype(np.float64), prep.periods_per_year) != 0.0
+    assert t == edge_t(agent, want.astype(np.float64))
