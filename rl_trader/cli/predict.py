@@ -72,8 +72,9 @@ def print_prediction(pred: dict) -> None:
                   f"{t['magnitude']:.3f} of equity (fraction {t['fraction']:+.3f}; held now "
                   f"{pred['position_held']:+.3f})"
                   + ("" if pred.get("acts_as", "agent") == "agent" else
-                     f": the fold acts as {pred['acts_as']}, which beat these members on "
-                     "validation (--rival); their choices above do not act"))
+                     f": the fold acts as {pred['acts_as']}, over which these members "
+                     "showed no edge on validation (--rival); their choices above do not "
+                     "act"))
     vsn = Table(title="mean VSN selection weights")
     vsn.add_column("market feature")
     vsn.add_column("weight", justify="right")

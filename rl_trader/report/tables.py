@@ -119,13 +119,13 @@ def rival_line(folds: list[dict]) -> str:
         return ""
     names = sorted({r for _, r in acting})
     return (f"{len(acting)} of {len(folds)} folds act as {' or '.join(names)} (fold "
-            f"{', '.join(str(k) for k, _ in acting)}): it beat the agent's chosen epoch on "
-            "validation (--rival), so the agent's figures there are its")
+            f"{', '.join(str(k) for k, _ in acting)}): the agent's chosen epoch showed no "
+            "edge over it on validation (--rival), so the agent's figures there are its")
 
 
 def acted(f: dict, epoch: str) -> str:
-    """A fold's best-epoch cell: the epoch, and the rival it acts as where one beat it on
-    validation (`--rival`)."""
+    """A fold's best-epoch cell: the epoch, and the rival it acts as where the agent showed no
+    edge over it on validation (`--rival`)."""
     rival = f.get("acts_as", "agent")
     return epoch if rival == "agent" else f"{epoch} → {rival}"
 
