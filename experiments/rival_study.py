@@ -6,12 +6,16 @@ runs.
 
 Each RUN_DIR is a finished main-job run (`--rival off`) whose summary records each fold's
 `vol_target_val_sharpe` (and, for --rival-t > 0, `vol_target_val_edge_t`). Per fold, `rival`
-acts as `vol_target` on test where `selection.rival_wins` says so, as `--rival vol_target
---rival-t T` does, else as the agent; nothing else differs from the run, so `rival`'s returns
-are read from the folds' `test_returns.npz` (columns `agent` and `vol_target`). `base` is the
-run itself (the agent in every fold), or with --base-rival-t T0 the rival design at T0. Its
-headline (DSR, SPA) is computed again with one more trial a fold (the rival's validation
-Sharpe, looked at in the choice); PBO is left out (the trial matrix is not saved).  Prints per
+acts as `vol_target` on test where `selection.rival_wins` says so, as `--rival vol_target`
+does, or (study 35's design, not an option: --rival-t T > 0) where the t of the agent's
+validation edge over it (`stats.edge_t`) is below T; else as the agent. Nothing else differs
+from the run, so `rival`'s returns are read from the folds' `test_returns.npz` (columns `agent`
+and `vol_target`). `base` is the run itself (the agent in every fold), or with --base-rival-t
+T0 the rival design at T0. Its headline (DSR, SPA) is computed again with one more trial a
+fold (the rival's validation Sharpe, looked at in the choice); PBO is left out (the trial
+matrix is not saved).
+
+Prints per
 run the stitched test Sharpe of both designs, their difference and the folds that switched;
 runs named MARKET-run<k> (the gate's, `experiments.convergence`) are also judged by the gate's
 goals for both designs, and the planted markets' paired differences summarised. Writes the
@@ -77,8 +81,9 @@ def rival_summary(run_dir: Path, summary: dict, min_t: float = 0.0
     switched, chosen = [], []
     for k, t in zip(scored, tests, strict=True):
         edge = folds[k].get("vol_target_val_edge_t")
-        use = rival_wins(folds[k]["vol_target_val_sharpe"], folds[k]["val_sharpe"],
-                         math.nan if edge is None else edge, min_t)
+        # study 35's design: with min_t > 0 the agent also needs a validation edge of t ≥ min_t
+        use = (rival_wins(folds[k]["vol_target_val_sharpe"], folds[k]["val_sharpe"])
+               or (min_t > 0 and not (edge is not None and edge >= min_t)))
         switched += [k] if use else []
         chosen.append(t["vol_target" if use else "agent"])
         folds[k]["test_sharpe"] = sharpe_of(chosen[-1], ppy)
@@ -109,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     p.add_argument("--rival-t", type=float, default=0.0, metavar="T",
-                   help="`rival`'s --rival-t (default 0: study 34's rule)")
+                   help="study 35's t floor (default 0: study 34's rule alone)")
     p.add_argument("--base-rival-t", type=float, default=None, metavar="T0",
-                   help="`base` is the rival design at this --rival-t (default: the run)")
+                   help="`base` is the rival design at this t floor (default: the run)")
     p.add_argument("--out", type=Path, default=None, help="write the figures here (JSON)")
     args = p.parse_args(argv)
     rows, gate = [], {"base": [], "rival": []}

@@ -280,12 +280,8 @@ class TrainConfig:
         "its validation Sharpe is higher, the fold acts as it on test and in predict and "
         "backtest (docs/studies/34-vol-target-rival.md); off: the agent always acts",
         choices=RIVALS)
-    rival_t: float = option(
-        0.0, "with --rival: the agent keeps a fold only where the t-statistic of its "
-        "validation Sharpe edge over the rival is at least this "
-        "(docs/studies/35-rival-edge-t.md); 0: the Sharpes alone decide")
-    # 695 = the settings looked at to choose the defaults, counted in docs/findings.md.
-    prior_trials: int = option(695, "trials looked at outside this run (e.g. the settings tried "
+    # 721 = the settings looked at to choose the defaults, counted in docs/findings.md.
+    prior_trials: int = option(721, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/findings.md), added to the DSR's "
                                "count of trials")
 
@@ -302,7 +298,6 @@ class TrainConfig:
         _check(self.gbm_iterations in GBM_ITERATIONS, "--gbm-iterations",
                f"one of {', '.join(map(str, GBM_ITERATIONS))}", self.gbm_iterations)
         _check(self.rival in RIVALS, "--rival", "off or vol_target", self.rival)
-        _check(0 <= self.rival_t <= 100, "--rival-t", "a number in [0, 100]", self.rival_t)
         _check(0 <= self.prior_trials <= 10_000_000, "--prior-trials", "an integer >= 0",
                self.prior_trials)
 

@@ -9,7 +9,6 @@ Python floats, numpy and traced JAX values alike (the in-program trainer uses it
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,11 +27,8 @@ def best_of(indices: Sequence[int], score: Sequence[float]) -> int:
     return best
 
 
-def rival_wins(rival: float, chosen: float | None, edge_t: float = math.nan,
-               min_t: float = 0.0) -> bool:
+def rival_wins(rival: float, chosen: float | None) -> bool:
     """True where a fold acts as its rival (`--rival`): the rival's validation Sharpe beats the
     chosen ensemble's by the rule (None, a NaN validation Sharpe, counts as −∞), so a tie keeps
-    the agent; or, with `min_t` > 0 (`--rival-t`), the t-statistic of the agent's validation
-    edge over the rival (`stats.edge_t`) is below `min_t` (NaN: no evidence, so below)."""
-    beaten = bool(improves(rival, float("-inf") if chosen is None else chosen))
-    return beaten or (min_t > 0 and not edge_t >= min_t)
+    the agent."""
+    return bool(improves(rival, float("-inf") if chosen is None else chosen))

@@ -3,9 +3,9 @@
 A fold stopped before its first checkpoint (non-finite training) has no test figures; the
 stitched record and the headline then cover the folds that were scored, and say so. With
 `--rival vol_target` (the default) a fold whose chosen ensemble's validation Sharpe is beaten by
-`vol_target`'s on the same bars, or (`--rival-t T`) whose Sharpe edge over it has a t below T,
-acts as `vol_target`: its test figures are the rival's (`acts_as`), and `fold_<k>/rival.json`
-keeps σ* for `predict` and `backtest`.
+`vol_target`'s on the same bars acts as `vol_target`: its test figures are the rival's
+(`acts_as`), and `fold_<k>/rival.json` keeps σ* for `predict` and `backtest`. Every fold
+records the t of the chosen epoch's validation Sharpe edge over `vol_target` (study 35).
 """
 
 from __future__ import annotations
@@ -147,14 +147,14 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
     meta = ckpt.metadata()
     rival_val, edge = vol_target_validation(
         prep, data, chosen_val_returns(val_matrix, meta["epoch"], ppy))
-    acts_as = (cfg.train.rival if cfg.train.rival != "off" and rival_wins(
-        rival_val, meta["val_sharpe"], edge, cfg.train.rival_t) else "agent")
+    acts_as = (cfg.train.rival if cfg.train.rival != "off"
+               and rival_wins(rival_val, meta["val_sharpe"]) else "agent")
     if acts_as != "agent":  # the fold's policy is the rival's: on test, in predict, backtest
         policies["agent"], metrics["agent"] = policies[acts_as], metrics[acts_as]
         write_json(run_dir / f"fold_{f.index}" / RIVAL_FILE, {
             "acts_as": acts_as, "fold": f.index, "rival_val_sharpe": rival_val,
             "agent_val_sharpe": meta["val_sharpe"], "agent_edge_t": finite_or_none(edge),
-            "rival_t": cfg.train.rival_t, "epoch": meta["epoch"],
+            "epoch": meta["epoch"],
             "fingerprint": meta["fingerprint"],
             "sigma_star": float(vol_target_scale(data.prices.close, data.train))})
     _, rand_sharpes = _over_seeds(rand, ppy)

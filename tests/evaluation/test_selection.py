@@ -46,11 +46,3 @@ def test_a_rival_wins_only_when_strictly_better():
     assert rival_wins(0.5, 0.4) and not rival_wins(0.4, 0.4) and not rival_wins(0.3, 0.4)
     assert not rival_wins(float("nan"), 0.4) and rival_wins(-3.0, None)
 
-
-def test_with_a_t_floor_the_agent_keeps_only_a_significant_edge():
-    """`--rival-t T`: the agent keeps the fold where it wins on validation and its edge's t is
-    at least T; a NaN t is no evidence; T = 0 is the Sharpes' rule alone."""
-    assert not rival_wins(0.3, 0.4, 2.0, 2.0) and not rival_wins(0.3, 0.4, 5.0, 2.0)
-    assert rival_wins(0.3, 0.4, 1.99, 2.0) and rival_wins(0.3, 0.4, float("nan"), 2.0)
-    assert rival_wins(0.5, 0.4, 9.0, 2.0)  # beaten on validation: the t does not save it
-    assert not rival_wins(0.3, 0.4, -1.0, 0.0) and not rival_wins(0.3, 0.4)

@@ -77,3 +77,16 @@ def test_a_run_with_the_option_on_is_refused(gate_run, tmp_path, capsys):
     (tmp_path / "on" / "summary.json").write_text(json.dumps(summary))
     assert main([str(tmp_path / "on")]) == 2
     assert "--rival on" in capsys.readouterr().err
+
+
+def test_study_35s_t_floor_switches_every_fold_without_that_edge(gate_run):
+    """`--rival-t T`: a fold whose recorded edge t is below T acts as `vol_target` even where
+    the agent won on validation; T = 0 leaves study 34's choice."""
+    summary = json.loads((gate_run / "summary.json").read_text())
+    edges = [f["vol_target_val_edge_t"] for f in summary["folds"]]
+    assert all(isinstance(t, float) for t in edges)
+    _, at_zero = rival_summary(gate_run, summary, 0.0)
+    _, above_all = rival_summary(gate_run, summary, max(edges) + 1.0)
+    assert above_all == [0, 1] and set(at_zero) <= {0, 1}
+    _, between = rival_summary(gate_run, summary, min(edges) + 1e-9)
+    assert between == sorted(set(at_zero) | {edges.index(min(edges))})

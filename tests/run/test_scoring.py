@@ -41,23 +41,23 @@ def test_test_blocks_are_scored_by_the_validation_program(tmp_path, caplog):
 
 def test_a_fold_whose_rival_wins_on_validation_acts_as_it_everywhere(tmp_path, monkeypatch,
                                                                     capsys):
-    """`--rival vol_target --rival-t 2`, the rival's validation Sharpe made to lose in both
-    folds, the agent's edge significant in fold 0 (t 3) and not in fold 1 (t 1.5): fold 0
-    acts as the agent (no rival file), fold 1's test figures, `predict` and `backtest` (which
-    use the last fold) are `vol_target`'s at the fold's σ*, and the DSR counts one more trial
-    a fold. The edge is taken against the chosen ensemble's validation returns. A rival file
-    that is not the checkpoint's is refused."""
+    """`--rival vol_target`, the rival's validation Sharpe made to lose in fold 0 and win in
+    fold 1: fold 0 acts as the agent (no rival file), fold 1's test figures, `predict` and
+    `backtest` (which use the last fold) are `vol_target`'s at the fold's σ*, and the DSR
+    counts one more trial a fold. The edge's t is taken against the chosen ensemble's
+    validation returns and recorded, deciding nothing. A rival file that is not the
+    checkpoint's is refused."""
     cfg = tiny_config()
-    prep = prepare(dataclasses.replace(cfg, train=dataclasses.replace(
-        cfg.train, rival="vol_target", rival_t=2.0)))
-    figures, seen = iter([(-1e3, 3.0), (-1e3, 1.5)]), []  # scoring takes the folds in order
+    prep = prepare(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train,
+                                                                      rival="vol_target")))
+    figures, seen = iter([(-1e3, 1.5), (1e3, 3.0)]), []  # scoring takes the folds in order
     monkeypatch.setattr(scoring, "vol_target_validation",
                         lambda prep, data, agent_val: seen.append(agent_val) or next(figures))
     run_dir = tmp_path / "run"
     summary = experiment.run_experiment(prep, run_dir, log=lambda _: None)
     folds = summary["folds"]
     assert [f["acts_as"] for f in folds] == ["agent", "vol_target"]
-    assert [f["vol_target_val_edge_t"] for f in folds] == [3.0, 1.5]
+    assert [f["vol_target_val_edge_t"] for f in folds] == [1.5, 3.0]
     ppy = summary["periods_per_year"]
     assert [sharpe_of(a, ppy) for a in seen] == [f["val_sharpe"] for f in folds]
     assert all(a.shape == (prep.val_len,) for a in seen)
@@ -70,7 +70,7 @@ def test_a_fold_whose_rival_wins_on_validation_acts_as_it_everywhere(tmp_path, m
     assert sigma == pytest.approx(float(vol_target_scale(data.prices.close, data.train)))
     assert (rival["agent_val_sharpe"], rival["epoch"]) == (folds[1]["val_sharpe"],
                                                            folds[1]["best_epoch"])
-    assert (rival["agent_edge_t"], rival["rival_t"]) == (1.5, 2.0)
+    assert rival["agent_edge_t"] == 3.0
     with np.load(run_dir / folds[0]["returns_file"]) as z0, \
             np.load(run_dir / folds[1]["returns_file"]) as z1:
         assert not np.array_equal(z0["agent"], z0["vol_target"])
