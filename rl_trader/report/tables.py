@@ -132,8 +132,10 @@ def acted(f: dict, epoch: str) -> str:
 
 def fold_table(folds: list[dict], dates: dict[int, str]) -> str:
     """The agent per fold beside buy-and-hold; `dates`: fold → its test block's 'first to last'
-    dates (folds without dates show bar indices only)."""
-    head = ["fold", "test block", "best epoch", "val Sharpe", "test Sharpe", "Sortino", "max DD",
+    dates (folds without dates show bar indices only). "edge t": the t of the chosen epoch's
+    validation Sharpe edge over `vol_target` (`stats.edge_t`; n/a in runs before it)."""
+    head = ["fold", "test block", "best epoch", "val Sharpe", "val edge t vs vol_target",
+            "test Sharpe", "Sortino", "max DD",
             "turnover, × equity/yr", "buy&hold Sharpe", "buy&hold max DD"]
     rows = []
     for k, f in enumerate(folds):
@@ -141,6 +143,7 @@ def fold_table(folds: list[dict], dates: dict[int, str]) -> str:
         a, b = m.get("agent") or {}, m.get("buy_and_hold") or {}
         rows.append([str(f.get("fold", k)), _block(f, dates, k),
                      acted(f, num(f.get("best_epoch"), "d")), num(f.get("val_sharpe")),
+                     num(f.get("vol_target_val_edge_t"), "+.2f"),
                      num(a.get("sharpe", f.get("test_sharpe"))), num(a.get("sortino")),
                      num(a.get("max_drawdown"), "%"), num(a.get("turnover"), ".2f"),
                      num(b.get("sharpe", f.get("buy_and_hold_test_sharpe"))),
