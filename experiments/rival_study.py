@@ -8,7 +8,7 @@ Each RUN_DIR is a finished main-job run (`--rival off`) whose summary records ea
 `vol_target_val_sharpe` (and, for --rival-t > 0, `vol_target_val_edge_t`). Per fold, `rival`
 acts as `vol_target` on test where `selection.rival_wins` says so, as `--rival vol_target`
 does, or (study 35's design, not an option: --rival-t T > 0) where the t of the agent's
-validation edge over it (`stats.edge_t`) is below T; else as the agent. Nothing else differs
+validation edge over it (`metrics.edge_t`) is below T; else as the agent. Nothing else differs
 from the run, so `rival`'s returns are read from the folds' `test_returns.npz` (columns `agent`
 and `vol_target`). `base` is the run itself (the agent in every fold), or with --base-rival-t
 T0 the rival design at T0. Its headline (DSR, SPA) is computed again with one more trial a

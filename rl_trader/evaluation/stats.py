@@ -22,8 +22,6 @@ from statistics import NormalDist
 
 import numpy as np
 
-from rl_trader.evaluation.metrics import unit_volatility
-
 EULER_GAMMA = 0.5772156649015329
 
 _STANDARD_NORMAL = NormalDist()
@@ -53,19 +51,6 @@ def annualise_sharpe(sr_per_period: float, ppy: float) -> float:
 def deannualise_sharpe(sr_annual: float, ppy: float) -> float:
     """Per-period Sharpe = annualised Sharpe / √ppy (inverse of `annualise_sharpe`)."""
     return sr_annual / math.sqrt(ppy)
-
-
-def edge_t(a, b) -> float:
-    """t-statistic of a's Sharpe edge over b on the same bars: with d_i = a_i/σ_a − b_i/σ_b
-    (each series over its own standard deviation, `metrics.unit_volatility`), so that
-    mean(d) = SR_a − SR_b per period,
-
-        t = mean(d) / (sd(d) / √n),   sd with ddof 1;
-
-    NaN where sd(d) = 0 or n < 2. Ignores autocorrelation (i.i.d. bars)."""
-    d = unit_volatility(a) - unit_volatility(b)
-    sd = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
-    return float(np.mean(d) / (sd / math.sqrt(d.size))) if sd > 0 else math.nan
 
 
 def moments(returns) -> tuple[float, float, float, int]:

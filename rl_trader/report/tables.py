@@ -133,7 +133,7 @@ def acted(f: dict, epoch: str) -> str:
 def fold_table(folds: list[dict], dates: dict[int, str]) -> str:
     """The agent per fold beside buy-and-hold; `dates`: fold → its test block's 'first to last'
     dates (folds without dates show bar indices only). "edge t": the t of the chosen epoch's
-    validation Sharpe edge over `vol_target` (`stats.edge_t`; n/a in runs before it)."""
+    validation Sharpe edge over `vol_target` (`metrics.edge_t`; n/a in runs before it)."""
     head = ["fold", "test block", "best epoch", "val Sharpe", "val edge t vs vol_target",
             "test Sharpe", "Sortino", "max DD",
             "turnover, × equity/yr", "buy&hold Sharpe", "buy&hold max DD"]

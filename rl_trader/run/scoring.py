@@ -24,10 +24,9 @@ from rl_trader.data.buckets import trim
 from rl_trader.data.fold_data import FoldData, pad_bars
 from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.evaluation.headline import headline
-from rl_trader.evaluation.metrics import performance, sharpe_of
+from rl_trader.evaluation.metrics import edge_t, performance, sharpe_of
 from rl_trader.evaluation.rollout import Rollout
 from rl_trader.evaluation.selection import best_of, rival_wins
-from rl_trader.evaluation.stats import edge_t
 from rl_trader.evaluation.verdict import finite_or_none
 from rl_trader.evaluation.vol_target import vol_target_scale
 from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
@@ -116,7 +115,7 @@ def vol_target_validation(prep: Prepared, data: FoldData, agent_val: np.ndarray
                           ) -> tuple[float, float]:
     """`vol_target`'s validation Sharpe on fold `data`, taken as the agent's ensembles' are
     (`run.experiment`: the block's returns in float64 over its `val_len` bars, `sharpe_of`),
-    and the t-statistic of the agent's Sharpe edge over it on those bars (`stats.edge_t`);
+    and the t-statistic of the agent's Sharpe edge over it on those bars (`metrics.edge_t`);
     `agent_val`: the chosen ensemble's validation returns [val_len]."""
     returns = np.asarray(vol_target_val_returns(data, prep.val_steps, prep.cfg),
                          np.float64)[:prep.val_len]

@@ -4,8 +4,7 @@ import jax
 import numpy as np
 
 from rl_trader.baselines.suite import baseline_rollouts, vol_target_val_returns
-from rl_trader.evaluation.metrics import sharpe_of
-from rl_trader.evaluation.stats import edge_t
+from rl_trader.evaluation.metrics import edge_t, sharpe_of
 from rl_trader.run.prepare import prepare
 from rl_trader.run.scoring import vol_target_validation
 from tests.helpers import tiny_config

@@ -351,15 +351,3 @@ def test_constant_differences_are_certain_not_random():
     rounding = S.spa_test(bench, bench + 1e-18 * rng.normal(size=300), reps=200)
     assert rounding.consistent == 1.0
 
-
-def test_edge_t_is_the_paired_t_of_the_unit_volatility_difference():
-    """Against scipy's one-sample t on d = a/σ_a − b/σ_b; its sign is the Sharpes' order, it
-    does not see either series' scale, and a series without spread is no edge (NaN)."""
-    rng = np.random.default_rng(3)
-    a, b = rng.normal(0.05, 1.0, 800), rng.normal(0.0, 2.0, 800)
-    d = a / a.std(ddof=1) - b / b.std(ddof=1)
-    assert S.edge_t(a, b) == pytest.approx(ss.ttest_1samp(d, 0.0).statistic, rel=1e-12)
-    assert S.edge_t(3.0 * a, 0.5 * b) == pytest.approx(S.edge_t(a, b), rel=1e-12)
-    assert S.edge_t(b, a) == pytest.approx(-S.edge_t(a, b), rel=1e-12)
-    assert (S.edge_t(a, b) > 0) == (a.mean() / a.std(ddof=1) > b.mean() / b.std(ddof=1))
-    assert math.isnan(S.edge_t(a, a)) and math.isnan(S.edge_t([0.1], [0.2]))
