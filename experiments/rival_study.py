@@ -1,22 +1,25 @@
-"""Studies 34 and 35: `vol_target` as a rival of the chosen epoch on validation, from finished
+"""Studies 34–36: `vol_target` as a rival of the chosen epoch on validation, from finished
 runs.
 
-    python -m experiments.rival_study RUN_DIR [RUN_DIR ...] [--rival-t T] [--base-rival-t T0]
-        [--out FILE]
+    python -m experiments.rival_study RUN_DIR [RUN_DIR ...] [--rival-t T [--pooled]]
+        [--base-rival-t T0] [--out FILE]
 
 Each RUN_DIR is a finished main-job run (`--rival off`) whose summary records each fold's
 `vol_target_val_sharpe` (and, for --rival-t > 0, `vol_target_val_edge_t`). Per fold, `rival`
 acts as `vol_target` on test where `selection.rival_wins` says so, as `--rival vol_target`
 does, or (study 35's design, not an option: --rival-t T > 0) where the t of the agent's
-validation edge over it (`metrics.edge_t`) is below T; else as the agent. Nothing else differs
-from the run, so `rival`'s returns are read from the folds' `test_returns.npz` (columns `agent`
-and `vol_target`). `base` is the run itself (the agent in every fold), or with --base-rival-t
+validation edge over it (`metrics.edge_t`) is below T; else as the agent. With --pooled
+(study 36's design, not an option either) fold k's t is taken over the validation blocks of
+folds 0 … k joined in order, each traded by its own fold's chosen epoch (the folds'
+`val_returns.npz`), all of them before fold k's test block. Nothing else differs from the
+run, so `rival`'s returns are read from the folds' `test_returns.npz` (columns `agent` and
+`vol_target`). `base` is the run itself (the agent in every fold), or with --base-rival-t
 T0 the rival design at T0. Its headline (DSR, SPA) is computed again with one more trial a
 fold (the rival's validation Sharpe, looked at in the choice); PBO is left out (the trial
 matrix is not saved).
 
-Prints per
-run the stitched test Sharpe of both designs, their difference and the folds that switched;
+Prints per run the stitched test Sharpe of both designs, their difference, the folds that
+switched and the rival's t per fold;
 runs named MARKET-run<k> (the gate's, `experiments.convergence`) are also judged by the gate's
 goals for both designs, and the planted markets' paired differences summarised. Writes the
 figures as JSON to --out (default: print only).
@@ -45,18 +48,37 @@ from experiments.convergence import (
 from rl_trader.baselines.suite import BASELINES
 from rl_trader.errors import InputError
 from rl_trader.evaluation.headline import headline
-from rl_trader.evaluation.metrics import sharpe_of
+from rl_trader.evaluation.metrics import edge_t, sharpe_of
 from rl_trader.evaluation.selection import rival_wins
 from rl_trader.run.scoring import rival_trials
 
 GATE_RUN = re.compile(rf"^({'|'.join(FAMILY)})-run(\d+)$")
 
 
-def rival_summary(run_dir: Path, summary: dict, min_t: float = 0.0
+def pooled_edges(run_dir: Path, folds: list[dict]) -> list[float]:
+    """Per fold k of `folds` (in order), the t of the agent's Sharpe edge over `vol_target`
+    (`metrics.edge_t`) on the validation blocks of folds 0 … k joined, each block's returns
+    those its own fold chose (`val_returns.npz`); NaN where the spread is 0."""
+    agent, vol = [], []
+    edges = []
+    for f in folds:
+        if "val_returns_file" not in f:
+            raise InputError(f"{run_dir}/summary.json: no val_returns_file (a run from before "
+                             "study 36's code)")
+        with np.load(run_dir / f["val_returns_file"]) as z:
+            agent.append(z["agent"])
+            vol.append(z["vol_target"])
+        edges.append(edge_t(np.concatenate(agent), np.concatenate(vol)))
+    return edges
+
+
+def rival_summary(run_dir: Path, summary: dict, min_t: float = 0.0, pooled: bool = False
                   ) -> tuple[dict, list[int]]:
     """`rival`'s summary (the run's, with each fold's and the stitched test Sharpe, the folds'
     agent metrics and the headline of the switched returns; the stitched agent's other
-    metrics left out) and the indices of the folds that act as `vol_target`.
+    metrics left out) and the indices of the folds that act as `vol_target`. `min_t` > 0: a
+    fold also needs an edge t ≥ `min_t`, its own block's (`vol_target_val_edge_t`) or with
+    `pooled` that of the blocks so far (`pooled_edges`).
     Refused (InputError) for a run without `vol_target_val_sharpe` or whose saved agent returns
     do not give its own stitched Sharpe."""
     ppy = float(summary["periods_per_year"])
@@ -78,13 +100,15 @@ def rival_summary(run_dir: Path, summary: dict, min_t: float = 0.0
                         abs_tol=1e-12):
         raise InputError(f"{run_dir}: the folds' saved agent returns do not give the summary's "
                          "stitched test Sharpe")
+    edges = (pooled_edges(run_dir, [folds[k] for k in scored]) if pooled and min_t > 0
+             else [folds[k].get("vol_target_val_edge_t") for k in scored])
     switched, chosen = [], []
-    for k, t in zip(scored, tests, strict=True):
-        edge = folds[k].get("vol_target_val_edge_t")
+    for k, t, edge in zip(scored, tests, edges, strict=True):
         # study 35's design: with min_t > 0 the agent also needs a validation edge of t ≥ min_t
         use = (rival_wins(folds[k]["vol_target_val_sharpe"], folds[k]["val_sharpe"])
-               or (min_t > 0 and not (edge is not None and edge >= min_t)))
+               or (min_t > 0 and not (edge is not None and edge >= min_t)))  # NaN: not ≥
         switched += [k] if use else []
+        folds[k]["rival_edge_t"] = edge if edge is not None and math.isfinite(edge) else None
         chosen.append(t["vol_target" if use else "agent"])
         folds[k]["test_sharpe"] = sharpe_of(chosen[-1], ppy)
         if use:
@@ -115,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     p.add_argument("--rival-t", type=float, default=0.0, metavar="T",
                    help="study 35's t floor (default 0: study 34's rule alone)")
+    p.add_argument("--pooled", action="store_true",
+                   help="study 36: fold k's t over the validation blocks of folds 0 … k")
     p.add_argument("--base-rival-t", type=float, default=None, metavar="T0",
                    help="`base` is the rival design at this t floor (default: the run)")
     p.add_argument("--out", type=Path, default=None, help="write the figures here (JSON)")
@@ -126,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
             except (OSError, ValueError) as err:
                 raise InputError(f"{run_dir}: not a finished run ({err})") from None
-            rival, switched = rival_summary(run_dir, summary, args.rival_t)
+            rival, switched = rival_summary(run_dir, summary, args.rival_t, args.pooled)
             vt = summary["stitched"]["vol_target"]["sharpe"]
             base, base_switched = (rival_summary(run_dir, summary, args.base_rival_t)
                                    if args.base_rival_t is not None else (summary, []))
@@ -135,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                    "rival": rival["stitched_test_sharpe"], "vol_target": vt,
                    "buy_and_hold": summary["stitched_buy_and_hold_test_sharpe"],
                    "switched_folds": switched, "n_folds": len(summary["folds"]),
+                   "edge_t": [f.get("rival_edge_t") for f in rival["folds"]],
                    "rival_dsr": rival["headline"]["dsr"],
                    "rival_spa": (rival["headline"]["spa"] or {}).get("p_agent_beats_all")}
             row["delta"] = row["rival"] - row["base"]
@@ -151,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{Path(r['run_dir']).name:<28} {r['base']:+7.3f} {r['rival']:+7.3f} "
               f"{r['delta']:+7.3f} {r['vol_target']:+7.3f} {r['buy_and_hold']:+7.3f} "
-              f"{r['base_switched_folds']} → {r['switched_folds']} of {r['n_folds']}")
+              f"{r['base_switched_folds']} → {r['switched_folds']} of {r['n_folds']}"
+              + (f"  t {' '.join('n/a' if t is None else f'{t:+.2f}' for t in r['edge_t'])}"
+                 if args.rival_t > 0 else ""))
     deltas = [r["delta"] for r in rows]
     mean, se = _mean_se(deltas)
     print(f"all {len(rows)} runs: Δ {mean:+.3f} ± {se:.3f}, > 0 in "

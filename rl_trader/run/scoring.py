@@ -36,6 +36,7 @@ from rl_trader.runtime.rundir import write_json
 from rl_trader.training.population import Population, stack, take
 
 RIVAL_FILE = "rival.json"  # a fold's choice of its rival (--rival), where the rival won
+VAL_RETURNS_FILE = "val_returns.npz"  # the chosen ensemble's and vol_target's, per fold
 N_RANDOM_SEEDS = 16  # random-policy baseline: mean and spread over this many seeds
 
 
@@ -111,15 +112,26 @@ def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
              **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
 
 
+def save_val_returns(path: Path, bars: np.ndarray, dates: np.ndarray, agent: np.ndarray,
+                     vol_target: np.ndarray) -> None:
+    """A fold's `val_returns.npz`: its validation block's bar indices, their dates (int64 ns;
+    `dates` of every input bar), and the per-bar returns [val_len] (float64) of the ensemble
+    the fold chose (`agent`) and of `vol_target`, on which its choice and its edge t were
+    taken: what a study pooling several folds' validation evidence reads."""
+    np.savez(path, bars=bars, agent=np.asarray(agent, np.float64),
+             vol_target=np.asarray(vol_target, np.float64),
+             dates=np.asarray(dates)[bars].astype("datetime64[ns]").astype(np.int64))
+
+
 def vol_target_validation(prep: Prepared, data: FoldData, agent_val: np.ndarray
-                          ) -> tuple[float, float]:
+                          ) -> tuple[float, float, np.ndarray]:
     """`vol_target`'s validation Sharpe on fold `data`, taken as the agent's ensembles' are
     (`run.experiment`: the block's returns in float64 over its `val_len` bars, `sharpe_of`),
-    and the t-statistic of the agent's Sharpe edge over it on those bars (`metrics.edge_t`);
-    `agent_val`: the chosen ensemble's validation returns [val_len]."""
+    the t-statistic of the agent's Sharpe edge over it on those bars (`metrics.edge_t`) and
+    its returns [val_len]; `agent_val`: the chosen ensemble's validation returns [val_len]."""
     returns = np.asarray(vol_target_val_returns(data, prep.val_steps, prep.cfg),
                          np.float64)[:prep.val_len]
-    return sharpe_of(returns, prep.periods_per_year), edge_t(agent_val, returns)
+    return sharpe_of(returns, prep.periods_per_year), edge_t(agent_val, returns), returns
 
 
 def chosen_val_returns(val_matrix: list[np.ndarray], epoch: int, ppy: float) -> np.ndarray:
@@ -144,8 +156,8 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
     policies, metrics, rand, gbm = compare(agent, data, f.test[0], test_len, prep.test_steps,
                                            cfg, ppy, prep.val_steps, gbm_fit)
     meta = ckpt.metadata()
-    rival_val, edge = vol_target_validation(
-        prep, data, chosen_val_returns(val_matrix, meta["epoch"], ppy))
+    agent_val = chosen_val_returns(val_matrix, meta["epoch"], ppy)
+    rival_val, edge, vol_target_val = vol_target_validation(prep, data, agent_val)
     acts_as = (cfg.train.rival if cfg.train.rival != "off"
                and rival_wins(rival_val, meta["val_sharpe"]) else "agent")
     if acts_as != "agent":  # the fold's policy is the rival's: on test, in predict, backtest
@@ -167,6 +179,9 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
     rel = Path(f"fold_{f.index}") / "test_returns.npz"
     save_returns(run_dir / rel, np.arange(*f.test), prep.bars.dates[f.test[0]:f.test[1]],
                  policies, rand)
+    val_rel = Path(f"fold_{f.index}") / VAL_RETURNS_FILE
+    save_val_returns(run_dir / val_rel, np.arange(f.val[0], f.val[0] + prep.val_len),
+                     prep.bars.dates, agent_val, vol_target_val)
     entry = {
         "fold": f.index,
         "best_epoch": ckpt.best_epoch(),
@@ -191,6 +206,7 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
         "metrics": metrics,
         "epochs": history,
         "returns_file": str(rel),
+        "val_returns_file": str(val_rel),
     }
     if "oracle" in policies:
         entry["oracle_test_sharpe"] = sharpe_of(policies["oracle"].returns, ppy)

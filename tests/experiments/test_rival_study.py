@@ -1,5 +1,6 @@
-"""Study 34's `rival` from a finished run: the folds where `vol_target` wins on validation act
-as `vol_target`, the others as the agent, and its DSR counts the rival's trials."""
+"""Studies 34–36's `rival` from a finished run: the folds where `vol_target` wins on validation
+(or the agent's edge t falls short) act as `vol_target`, the others as the agent, and its DSR
+counts the rival's trials."""
 
 import json
 import shutil
@@ -8,8 +9,9 @@ import numpy as np
 import pytest
 
 from experiments.convergence import main as gate_main
-from experiments.rival_study import main, rival_summary
-from rl_trader.evaluation.metrics import sharpe_of
+from experiments.rival_study import main, pooled_edges, rival_summary
+from rl_trader.errors import InputError
+from rl_trader.evaluation.metrics import edge_t, sharpe_of
 from tests.helpers import TINY_ARGS
 
 
@@ -90,3 +92,27 @@ def test_study_35s_t_floor_switches_every_fold_without_that_edge(gate_run):
     assert above_all == [0, 1] and set(at_zero) <= {0, 1}
     _, between = rival_summary(gate_run, summary, min(edges) + 1e-9)
     assert between == sorted(set(at_zero) | {edges.index(min(edges))})
+
+
+def test_study_36s_pooled_t_joins_the_validation_blocks_so_far(gate_run, tmp_path):
+    """`--pooled`: fold k's t is `edge_t` over folds 0 … k's `val_returns.npz` joined in order,
+    so fold 0's is its own block's and fold 1's weighs both blocks; a run without the files
+    (before study 36) is refused."""
+    summary = json.loads((gate_run / "summary.json").read_text())
+    folds = summary["folds"]
+    edges = pooled_edges(gate_run, folds)
+    assert edges[0] == folds[0]["vol_target_val_edge_t"]
+    blocks = [np.load(gate_run / f["val_returns_file"]) for f in folds]
+    assert edges[1] == edge_t(np.concatenate([b["agent"] for b in blocks]),
+                              np.concatenate([b["vol_target"] for b in blocks]))
+    _, at_zero = rival_summary(gate_run, summary, 0.0, pooled=True)
+    _, above_all = rival_summary(gate_run, summary, max(edges) + 1.0, pooled=True)
+    assert above_all == [0, 1]
+    _, between = rival_summary(gate_run, summary, min(edges) + 1e-9, pooled=True)
+    assert between == sorted(set(at_zero) | {edges.index(min(edges))})
+    old = _with_rival(gate_run, tmp_path / "old", [f["vol_target_val_sharpe"] for f in folds])
+    for f in old["folds"]:
+        del f["val_returns_file"]
+    (tmp_path / "old" / "summary.json").write_text(json.dumps(old))
+    with pytest.raises(InputError, match="before study 36"):
+        rival_summary(tmp_path / "old", old, 1.0, pooled=True)

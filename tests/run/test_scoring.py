@@ -51,8 +51,12 @@ def test_a_fold_whose_rival_wins_on_validation_acts_as_it_everywhere(tmp_path, m
     prep = prepare(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train,
                                                                       rival="vol_target")))
     figures, seen = iter([(-1e3, 1.5), (1e3, 3.0)]), []  # scoring takes the folds in order
-    monkeypatch.setattr(scoring, "vol_target_validation",
-                        lambda prep, data, agent_val: seen.append(agent_val) or next(figures))
+
+    def rival(prep, data, agent_val):  # (its Sharpe, the edge t, its returns)
+        seen.append(agent_val)
+        return (*next(figures), agent_val)
+
+    monkeypatch.setattr(scoring, "vol_target_validation", rival)
     run_dir = tmp_path / "run"
     summary = experiment.run_experiment(prep, run_dir, log=lambda _: None)
     folds = summary["folds"]
