@@ -25,6 +25,7 @@ def test_vol_target_val_returns_are_its_validation_rollouts():
     np.testing.assert_array_equal(got[:val_len], want)
     assert np.abs(want).max() > 0
     agent = np.random.default_rng(0).normal(size=val_len)
-    sharpe, t = vol_target_validation(prep, data, agent)
+    sharpe, t, returns = vol_target_validation(prep, data, agent)
+    np.testing.assert_array_equal(returns, want.astype(np.float64))
     assert sharpe == sharpe_of(want.astype(np.float64), prep.periods_per_year) != 0.0
     assert t == edge_t(agent, want.astype(np.float64))
