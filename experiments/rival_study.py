@@ -1,7 +1,7 @@
 """Studies 34–36: `vol_target` as a rival of the chosen epoch on validation, from finished
 runs.
 
-    python -m experiments.rival_study RUN_DIR [RUN_DIR ...] [--rival-t T [--pooled]]
+    python -m experiments.rival_study RUN_DIR [RUN_DIR ...] [--rival-t T [--pooled] [--train]]
         [--base-rival-t T0] [--out FILE]
 
 Each RUN_DIR is a finished main-job run (`--rival off`) whose summary records each fold's
@@ -11,7 +11,9 @@ does, or (study 35's design, not an option: --rival-t T > 0) where the t of the 
 validation edge over it (`metrics.edge_t`) is below T; else as the agent. With --pooled
 (study 36's design, not an option either) fold k's t is taken over the validation blocks of
 folds 0 … k joined in order, each traded by its own fold's chosen epoch (the folds'
-`val_returns.npz`), all of them before fold k's test block. Nothing else differs from the
+`val_returns.npz`), all of them before fold k's test block. With --train (study 37's design)
+the agent is also kept where the gbm forecast's edge t on fold k's train segment reaches T
+(`experiments.train_evidence`, RUN_DIR/train_evidence.json). Nothing else differs from the
 run, so `rival`'s returns are read from the folds' `test_returns.npz` (columns `agent` and
 `vol_target`). `base` is the run itself (the agent in every fold), or with --base-rival-t
 T0 the rival design at T0. Its headline (DSR, SPA) is computed again with one more trial a
@@ -45,6 +47,7 @@ from experiments.convergence import (
     check_goals,
     run_figures,
 )
+from experiments.train_evidence import EVIDENCE_FILE
 from rl_trader.baselines.suite import BASELINES
 from rl_trader.errors import InputError
 from rl_trader.evaluation.headline import headline
@@ -72,13 +75,34 @@ def pooled_edges(run_dir: Path, folds: list[dict]) -> list[float]:
     return edges
 
 
-def rival_summary(run_dir: Path, summary: dict, min_t: float = 0.0, pooled: bool = False
-                  ) -> tuple[dict, list[int]]:
+def train_edges(run_dir: Path, folds: list[dict]) -> list[float | None]:
+    """Per fold of `folds`, the gbm forecast's train edge t that `experiments.train_evidence`
+    wrote (None: no spread)."""
+    path = run_dir / EVIDENCE_FILE
+    try:
+        saved = {f["fold"]: f["gbm_train_edge_t"]
+                 for f in json.loads(path.read_text(encoding="utf-8"))["folds"]}
+    except (OSError, ValueError, KeyError) as err:
+        raise InputError(f"{path}: no train evidence ({err}); run "
+                         "`python -m experiments.train_evidence` on the run first") from None
+    missing = [f["fold"] for f in folds if f["fold"] not in saved]
+    if missing:
+        raise InputError(f"{path}: no train evidence for folds {missing}")
+    return [saved[f["fold"]] for f in folds]
+
+
+def _finite(t: float | None) -> float | None:
+    return t if t is not None and math.isfinite(t) else None
+
+
+def rival_summary(run_dir: Path, summary: dict, min_t: float = 0.0, pooled: bool = False,
+                  train: bool = False) -> tuple[dict, list[int]]:
     """`rival`'s summary (the run's, with each fold's and the stitched test Sharpe, the folds'
     agent metrics and the headline of the switched returns; the stitched agent's other
     metrics left out) and the indices of the folds that act as `vol_target`. `min_t` > 0: a
     fold also needs an edge t ≥ `min_t`, its own block's (`vol_target_val_edge_t`) or with
-    `pooled` that of the blocks so far (`pooled_edges`).
+    `pooled` that of the blocks so far (`pooled_edges`), or with `train` the gbm forecast's
+    train edge t (`train_edges`): the larger of the two counts.
     Refused (InputError) for a run without `vol_target_val_sharpe` or whose saved agent returns
     do not give its own stitched Sharpe."""
     ppy = float(summary["periods_per_year"])
@@ -100,15 +124,19 @@ def rival_summary(run_dir: Path, summary: dict, min_t: float = 0.0, pooled: bool
                         abs_tol=1e-12):
         raise InputError(f"{run_dir}: the folds' saved agent returns do not give the summary's "
                          "stitched test Sharpe")
-    edges = (pooled_edges(run_dir, [folds[k] for k in scored]) if pooled and min_t > 0
-             else [folds[k].get("vol_target_val_edge_t") for k in scored])
+    edges = [_finite(t) for t in (pooled_edges(run_dir, [folds[k] for k in scored])
+                                  if pooled and min_t > 0
+                                  else [folds[k].get("vol_target_val_edge_t") for k in scored])]
+    trains = (train_edges(run_dir, [folds[k] for k in scored]) if train and min_t > 0
+              else [None] * len(scored))
     switched, chosen = [], []
-    for k, t, edge in zip(scored, tests, edges, strict=True):
-        # study 35's design: with min_t > 0 the agent also needs a validation edge of t ≥ min_t
+    for k, t, edge, train_t in zip(scored, tests, edges, trains, strict=True):
+        # studies 35–37: with min_t > 0 the agent also needs evidence of t ≥ min_t
+        best = max((e for e in (edge, train_t) if e is not None), default=None)
         use = (rival_wins(folds[k]["vol_target_val_sharpe"], folds[k]["val_sharpe"])
-               or (min_t > 0 and not (edge is not None and edge >= min_t)))  # NaN: not ≥
+               or (min_t > 0 and not (best is not None and best >= min_t)))
         switched += [k] if use else []
-        folds[k]["rival_edge_t"] = edge if edge is not None and math.isfinite(edge) else None
+        folds[k]["rival_edge_t"], folds[k]["rival_train_edge_t"] = edge, train_t
         chosen.append(t["vol_target" if use else "agent"])
         folds[k]["test_sharpe"] = sharpe_of(chosen[-1], ppy)
         if use:
@@ -128,6 +156,10 @@ def rival_summary(run_dir: Path, summary: dict, min_t: float = 0.0, pooled: bool
              "stitched": stitched_metrics}, switched)  # the agent's other metrics: not computed
 
 
+def _ts(ts: list[float | None]) -> str:
+    return " ".join("n/a" if t is None else f"{t:+.2f}" for t in ts)
+
+
 def _mean_se(xs: list[float]) -> tuple[float, float]:
     a = np.asarray(xs, np.float64)
     return float(a.mean()), float(a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else math.nan
@@ -141,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="study 35's t floor (default 0: study 34's rule alone)")
     p.add_argument("--pooled", action="store_true",
                    help="study 36: fold k's t over the validation blocks of folds 0 … k")
+    p.add_argument("--train", action="store_true",
+                   help="study 37: the gbm forecast's train edge t counts too")
     p.add_argument("--base-rival-t", type=float, default=None, metavar="T0",
                    help="`base` is the rival design at this t floor (default: the run)")
     p.add_argument("--out", type=Path, default=None, help="write the figures here (JSON)")
@@ -152,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                 summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
             except (OSError, ValueError) as err:
                 raise InputError(f"{run_dir}: not a finished run ({err})") from None
-            rival, switched = rival_summary(run_dir, summary, args.rival_t, args.pooled)
+            rival, switched = rival_summary(run_dir, summary, args.rival_t, args.pooled,
+                                            args.train)
             vt = summary["stitched"]["vol_target"]["sharpe"]
             base, base_switched = (rival_summary(run_dir, summary, args.base_rival_t)
                                    if args.base_rival_t is not None else (summary, []))
@@ -162,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                    "buy_and_hold": summary["stitched_buy_and_hold_test_sharpe"],
                    "switched_folds": switched, "n_folds": len(summary["folds"]),
                    "edge_t": [f.get("rival_edge_t") for f in rival["folds"]],
+                   "train_edge_t": [f.get("rival_train_edge_t") for f in rival["folds"]],
                    "rival_dsr": rival["headline"]["dsr"],
                    "rival_spa": (rival["headline"]["spa"] or {}).get("p_agent_beats_all")}
             row["delta"] = row["rival"] - row["base"]
@@ -179,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{Path(r['run_dir']).name:<28} {r['base']:+7.3f} {r['rival']:+7.3f} "
               f"{r['delta']:+7.3f} {r['vol_target']:+7.3f} {r['buy_and_hold']:+7.3f} "
               f"{r['base_switched_folds']} → {r['switched_folds']} of {r['n_folds']}"
-              + (f"  t {' '.join('n/a' if t is None else f'{t:+.2f}' for t in r['edge_t'])}"
-                 if args.rival_t > 0 else ""))
+              + (f"  t {_ts(r['edge_t'])}" if args.rival_t > 0 else "")
+              + (f"  train t {_ts(r['train_edge_t'])}" if args.train else ""))
     deltas = [r["delta"] for r in rows]
     mean, se = _mean_se(deltas)
     print(f"all {len(rows)} runs: Δ {mean:+.3f} ± {se:.3f}, > 0 in "

@@ -8,21 +8,10 @@ import shutil
 import numpy as np
 import pytest
 
-from experiments.convergence import main as gate_main
 from experiments.rival_study import main, pooled_edges, rival_summary
+from experiments.train_evidence import EVIDENCE_FILE
 from rl_trader.errors import InputError
 from rl_trader.evaluation.metrics import edge_t, sharpe_of
-from tests.helpers import TINY_ARGS
-
-
-@pytest.fixture(scope="module")
-def gate_run(tmp_path_factory):
-    """One tiny gate run of a planted market (`MARKET-run0`, as the gate names it), the agent
-    acting in every fold (`--rival off`, the runs the study reads)."""
-    parent = tmp_path_factory.mktemp("rival") / "runs"
-    gate_main([*TINY_ARGS, "--bars", "1200", "--runs", "1", "--no-report", "--markets",
-               "ar1_strong", "--rival", "off", "--run-dir", str(parent)])
-    return parent / "ar1_strong-run0"
 
 
 def _with_rival(src, dst, vol_target_val):
@@ -116,3 +105,22 @@ def test_study_36s_pooled_t_joins_the_validation_blocks_so_far(gate_run, tmp_pat
     (tmp_path / "old" / "summary.json").write_text(json.dumps(old))
     with pytest.raises(InputError, match="before study 36"):
         rival_summary(tmp_path / "old", old, 1.0, pooled=True)
+
+
+def test_study_37s_train_evidence_keeps_the_agent_where_either_t_reaches_t(gate_run, tmp_path):
+    """`--train`: the agent needs the validation t or the gbm forecast's train t
+    (`train_evidence.json`) to reach T; a run without the file is refused."""
+    summary = json.loads((gate_run / "summary.json").read_text())
+    run = tmp_path / "ar1_strong-run0"
+    shutil.copytree(gate_run, run)
+    edges = [f["vol_target_val_edge_t"] for f in summary["folds"]]
+    with pytest.raises(InputError, match="no train evidence"):
+        rival_summary(run, summary, 1.0, train=True)
+    high = max(*edges, 0.0) + 1.0  # above every fold's validation t
+    (run / EVIDENCE_FILE).write_text(json.dumps({"folds": [
+        {"fold": 0, "gbm_train_edge_t": high + 1.0}, {"fold": 1, "gbm_train_edge_t": None}]}))
+    _, base = rival_summary(run, summary, 0.0)
+    _, without = rival_summary(run, summary, high)
+    rival, with_train = rival_summary(run, summary, high, train=True)
+    assert without == [0, 1] and with_train == sorted(set(base) | {1})
+    assert [f["rival_train_edge_t"] for f in rival["folds"]] == [high + 1.0, None]
