@@ -53,6 +53,7 @@ from rl_trader.errors import InputError
 from rl_trader.evaluation.headline import headline
 from rl_trader.evaluation.metrics import edge_t, sharpe_of
 from rl_trader.evaluation.selection import rival_wins
+from rl_trader.report.writer import load_summary
 from rl_trader.run.scoring import rival_trials
 
 GATE_RUN = re.compile(rf"^({'|'.join(FAMILY)})-run(\d+)$")
@@ -182,10 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, gate = [], {"base": [], "rival": []}
     try:
         for run_dir in args.run_dirs:
-            try:
-                summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError) as err:
-                raise InputError(f"{run_dir}: not a finished run ({err})") from None
+            summary = load_summary(run_dir)
             rival, switched = rival_summary(run_dir, summary, args.rival_t, args.pooled,
                                             args.train)
             vt = summary["stitched"]["vol_target"]["sharpe"]

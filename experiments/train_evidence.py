@@ -18,11 +18,11 @@ RUN_DIR/train_evidence.json (`{"folds": [{"fold", "train_bars", "gbm_train_edge_
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rl_trader.baselines.gbm import cross_fitted_forecast
@@ -33,6 +33,7 @@ from rl_trader.data.fold_data import FoldData
 from rl_trader.errors import InputError
 from rl_trader.evaluation.metrics import edge_t, sharpe_of
 from rl_trader.evaluation.rollout import jit_per_program, rollout
+from rl_trader.report.writer import load_summary
 from rl_trader.run.prepare import prepare
 from rl_trader.runtime.rundir import write_json
 
@@ -69,7 +70,7 @@ def fold_evidence(run_dir: Path, summary: dict) -> list[dict]:
         y_hat = cross_fitted_forecast(data, fit, prep.folds[k].gap)
         n = int(data.train[1] - data.train[0])
         g, v = (np.asarray(r, np.float64) for r in train_returns(
-            Forecast(y_hat=jax.numpy.asarray(y_hat, jax.numpy.float32),
+            Forecast(y_hat=jnp.asarray(y_hat, jnp.float32),
                      scale=fit.forecast.scale), data, n, cfg))
         ppy = prep.periods_per_year
         t = edge_t(g, v)
@@ -87,10 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         for run_dir in args.run_dirs:
-            try:
-                summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError) as err:
-                raise InputError(f"{run_dir}: not a finished run ({err})") from None
+            summary = load_summary(run_dir)
             folds = fold_evidence(run_dir, summary)
             write_json(run_dir / EVIDENCE_FILE, {"folds": folds})
             for f in folds:
