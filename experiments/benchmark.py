@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import sys
 import time
@@ -46,10 +47,12 @@ PROG = "python -m experiments.benchmark"  # in help and errors
 
 
 def device_info() -> dict:
-    """The first device's platform and kind, the device count, jax and Python versions."""
+    """The first device's platform and kind, the device count, jax and Python versions, and
+    the process's `XLA_FLAGS` (the project's own and the user's: they change the kernels)."""
     d = jax.devices()[0]
     return {"platform": d.platform, "device_kind": d.device_kind, "n_devices": len(jax.devices()),
-            "jax": jax.__version__, "python": platform.python_version()}
+            "jax": jax.__version__, "python": platform.python_version(),
+            "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
 def _peak_memory() -> int | None:
