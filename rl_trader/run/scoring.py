@@ -99,6 +99,11 @@ def _concat(rollouts: list[Rollout], axis: int) -> Rollout:
     return jax.tree.map(lambda *xs: np.concatenate(xs, axis), *rollouts)
 
 
+def _ns(dates: np.ndarray) -> np.ndarray:
+    """Dates as int64 nanoseconds since the epoch, as the returns files store them."""
+    return np.asarray(dates).astype("datetime64[ns]").astype(np.int64)
+
+
 def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
                  policies: dict[str, Rollout], rand: Rollout) -> None:
     """A `test_returns.npz`: bar indices, dates (int64 ns), the agent's target positions and
@@ -108,19 +113,18 @@ def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
     np.savez(path, bars=bars, agent_position=np.asarray(agent.position, np.float64),
              agent_cost=np.asarray(agent.cost, np.float64),
              random_seeds=np.asarray(rand.returns, np.float64),
-             dates=np.asarray(dates).astype("datetime64[ns]").astype(np.int64),
+             dates=_ns(dates),
              **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
 
 
 def save_val_returns(path: Path, bars: np.ndarray, dates: np.ndarray, agent: np.ndarray,
                      vol_target: np.ndarray) -> None:
-    """A fold's `val_returns.npz`: its validation block's bar indices, their dates (int64 ns;
-    `dates` of every input bar), and the per-bar returns [val_len] (float64) of the ensemble
-    the fold chose (`agent`) and of `vol_target`, on which its choice and its edge t were
-    taken: what a study pooling several folds' validation evidence reads."""
+    """A fold's `val_returns.npz`: its validation block's bar indices, their dates (int64 ns),
+    and the per-bar returns [val_len] (float64) of the ensemble the fold chose (`agent`) and
+    of `vol_target`, on which its choice and its edge t were taken: what a study pooling
+    several folds' validation evidence reads."""
     np.savez(path, bars=bars, agent=np.asarray(agent, np.float64),
-             vol_target=np.asarray(vol_target, np.float64),
-             dates=np.asarray(dates)[bars].astype("datetime64[ns]").astype(np.int64))
+             vol_target=np.asarray(vol_target, np.float64), dates=_ns(dates))
 
 
 def vol_target_validation(prep: Prepared, data: FoldData, agent_val: np.ndarray
@@ -180,8 +184,9 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
     save_returns(run_dir / rel, np.arange(*f.test), prep.bars.dates[f.test[0]:f.test[1]],
                  policies, rand)
     val_rel = Path(f"fold_{f.index}") / VAL_RETURNS_FILE
-    save_val_returns(run_dir / val_rel, np.arange(f.val[0], f.val[0] + prep.val_len),
-                     prep.bars.dates, agent_val, vol_target_val)
+    val_bars = np.arange(f.val[0], f.val[0] + prep.val_len)
+    save_val_returns(run_dir / val_rel, val_bars, prep.bars.dates[val_bars], agent_val,
+                     vol_target_val)
     entry = {
         "fold": f.index,
         "best_epoch": ckpt.best_epoch(),
