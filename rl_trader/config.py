@@ -116,14 +116,24 @@ class FoldConfig:
 
 
 REWARDS = ("log", "mean_variance")  # the learning rewards of `env.reward`
+PRIORS = ("flat", "vol_target")  # the position the zero action holds (`env.target_fraction`)
 
 
 @dataclass(frozen=True)
 class EnvConfig:
     """Trading environment: actions, fills and costs (all on by default)."""
 
+    prior: str = option(
+        "flat", "the position the agent's zero action holds: vol_target, min(1, σ*/σ̂) "
+        "(σ̂ the trailing 20-bar volatility, σ* its train median), with the action a residual "
+        "around it, clip(prior + residual, -1, 1), and the model head scoring the residual's "
+        "excess over the prior; flat: the action is the position itself", choices=PRIORS)
     magnitudes: tuple[float, ...] = option(
-        (0.25, 0.5, 0.75, 1.0), "position sizes as fractions of equity, comma-separated")
+        (0.25, 0.5, 0.75, 1.0), "position sizes as fractions of equity, comma-separated "
+        "(--prior flat)")
+    residuals: tuple[float, ...] = option(
+        (0.25, 0.5, 1.0, 2.0), "residual sizes around the prior as fractions of equity, "
+        "comma-separated (--prior vol_target; 2 reaches full short from a full prior)")
     commission_bps: float = option(1.0, "commission, bps of traded notional")
     slippage_bps: float = option(1.0, "slippage against the trader, bps of traded notional")
     episode_bars: int = option(256, "training episode length in bars before truncation")
@@ -132,8 +142,11 @@ class EnvConfig:
     risk_aversion: float = option(0.1, "λ of the mean_variance reward, per percent return")
 
     def validate(self) -> None:
+        _check(self.prior in PRIORS, "--prior", "one of " + ", ".join(PRIORS), self.prior)
         _check(len(self.magnitudes) >= 1 and all(0 < m <= 1 for m in self.magnitudes),
                "--magnitudes", "values in (0, 1]", self.magnitudes)
+        _check(len(self.residuals) >= 1 and all(0 < m <= 2 for m in self.residuals),
+               "--residuals", "values in (0, 2]", self.residuals)
         _check(0 <= self.commission_bps <= 1000, "--commission-bps", "in [0, 1000]",
                self.commission_bps)
         _check(0 <= self.slippage_bps <= 1000, "--slippage-bps", "in [0, 1000]",
@@ -381,7 +394,8 @@ def preset(name: str) -> RunConfig:
 BEFORE_FIELD = {"agent": {"weight_decay_on": "all"},  # the default since 2026-12-01: kernels
                 "net": {"q_head": "generic"},  # the field of issue 27
                 "features": {"tree_forecast": "off"},  # study 19's field; default since study 20
-                "train": {"rival": "off"}}  # study 34's field, the default since then
+                "train": {"rival": "off"},  # study 34's field, the default since then
+                "env": {"prior": "flat"}}  # issue 58's field
 
 
 class Removed(typing.NamedTuple):
@@ -474,7 +488,8 @@ def config_from_dict(d: dict) -> RunConfig:
     try:
         kw = {name: cls(**(BEFORE_FIELD.get(name, {}) | d[name]))
               for name, cls in SECTIONS.items()}
-        kw["env"] = dataclasses.replace(kw["env"], magnitudes=tuple(kw["env"].magnitudes))
+        kw["env"] = dataclasses.replace(kw["env"], magnitudes=tuple(kw["env"].magnitudes),
+                                        residuals=tuple(kw["env"].residuals))
         sweep = tuple((str(n), tuple(float(x) for x in v)) for n, v in d.get("sweep", ()))
         cfg = RunConfig(seed=d["seed"], sweep=sweep, **kw)
     except (KeyError, TypeError, ValueError) as err:

@@ -86,13 +86,26 @@ def episode_stop(t0: jax.Array, end: jax.Array, cfg: EnvConfig) -> jax.Array:
     return jnp.minimum(t0 + cfg.episode_bars, end - 1)
 
 
-def target_fraction(direction: jax.Array, magnitude: jax.Array, cfg: EnvConfig) -> jax.Array:
-    """Action (direction ∈ {0 short, 1 flat, 2 long}, magnitude index) → signed fraction.
+def action_sizes(cfg: EnvConfig) -> tuple[float, ...]:
+    """The sizes of the magnitude branch: `residuals` (deviations from the prior) under
+    `prior` vol_target, else `magnitudes` (positions)."""
+    return cfg.residuals if cfg.prior == "vol_target" else cfg.magnitudes
 
-    p* = (direction − 1) · magnitudes[magnitude]; when flat the magnitude has no effect.
+
+def target_fraction(direction: jax.Array, magnitude: jax.Array, cfg: EnvConfig,
+                    prior: jax.Array | float = 0.0) -> jax.Array:
+    """Action (direction ∈ {0 short, 1 flat, 2 long}, magnitude index) → signed fraction held:
+
+        p* = clip(π + (direction − 1)·size[magnitude], −1, 1)
+
+    with `size` = `action_sizes(cfg)` and π = `prior` (vol_target's position under
+    `cfg.prior` vol_target, 0 under flat: then p* = (direction − 1)·magnitudes[magnitude],
+    the clip idle). When flat the magnitude has no effect: the zero action holds the prior.
     """
-    mags = jnp.asarray(cfg.magnitudes, jnp.float32)
-    return (direction - 1).astype(jnp.float32) * mags[magnitude]
+    sizes = jnp.asarray(action_sizes(cfg), jnp.float32)
+    if cfg.prior == "flat":
+        return (direction - 1).astype(jnp.float32) * sizes[magnitude]
+    return jnp.clip(prior + (direction - 1).astype(jnp.float32) * sizes[magnitude], -1.0, 1.0)
 
 
 def trade_cost(traded_notional: jax.Array, cfg: EnvConfig) -> jax.Array:
@@ -140,6 +153,32 @@ def expected_reward(position: jax.Array, target: jax.Array, mean: jax.Array,
     kappa = risk_curvature(cfg)
     return (target * (mean + 0.5 * second_moment) - 0.5 * kappa * target**2 * second_moment
             - trade_cost(target - position, cfg))
+
+
+def expected_excess_reward(held: jax.Array, residual: jax.Array, view: jax.Array,
+                           second_moment: jax.Array, cfg: EnvConfig) -> jax.Array:
+    """The learning reward expected of holding the residual u = a − π over the prior π for a
+    bar, before reward_scale (arrays broadcast): its excess over the prior's own reward, net
+    of the residual's own cost and risk,
+
+        E[ΔR](u) = u·v − ½·κ·u²·m₂ − cost(u − u₀),
+
+    v = `view` the forecast's excess over its unconditional level, m₂ = `second_moment`,
+    u₀ = `held` the residual held (the position held less the prior it was set against).
+
+    Derivation (Black–Litterman's reverse optimisation). The mean-variance optimum of
+    a·(μ + ½m₂) − ½κa²m₂ (`expected_reward`) is a* = (μ + ½m₂)/(κm₂); the return at which the
+    prior is optimal, μ_eq = κπm₂ − ½m₂, is the prior's equilibrium. The forecast tilts it by
+    its excess over its unconditional level only, μ = μ_eq + v. Then for a = π + u
+
+        a·(μ + ½m₂) − ½κa²m₂ − [π·(μ + ½m₂) − ½κπ²m₂] = u·v − ½κu²m₂,
+
+    and the trade splits into the prior's own move and the residual's (`cost` charged on
+    each, an upper bound of the netted fill's). With v = 0 and u₀ = 0 every term is ≤ 0 and 0
+    only at u = 0: the zero residual is the optimum, not merely reachable."""
+    kappa = risk_curvature(cfg)
+    return (residual * view - 0.5 * kappa * residual**2 * second_moment
+            - trade_cost(residual - held, cfg))
 
 
 def step(state: EnvState, target: jax.Array, prices: Prices,

@@ -56,7 +56,7 @@ from rl_trader.agent.learner import (
 from rl_trader.agent.networks import GRN, centred, encode, head, with_context
 from rl_trader.agent.replay import NStep
 from rl_trader.config import AgentConfig, NetConfig, RunConfig
-from rl_trader.data.fold_data import FoldData, Obs, observe_batch
+from rl_trader.data.fold_data import BarContext, FoldData, Obs, observe_batch
 from rl_trader.env import FLAT
 
 Branches = tuple[jax.Array, jax.Array]  # (direction, magnitude): one array per branch
@@ -234,13 +234,13 @@ def epsilon_greedy(key: jax.Array, q: QOut, epsilon: jax.Array) -> tuple[jax.Arr
     return direction.astype(jnp.int32), magnitude.astype(jnp.int32)
 
 
-def greedy(out: QOut, cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
+def greedy(out: QOut, prior: jax.Array, cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
     """The ensemble's choice from its members' outputs [S]: each member takes its greedy action
     (argmax per branch) and the ensemble holds their mean target, p* = (1/S) Σ_s p*_s; its Q is
     the members' mean of Q(s, â) = mean over the active branches b of Q_b(s, â_b) (the value
-    the learner bootstraps from)."""
+    the learner bootstraps from). `prior`: the position the zero action holds."""
     d, m = jnp.argmax(out.q_direction, -1), jnp.argmax(out.q_magnitude, -1)
-    targets = env.target_fraction(d, m, cfg.env)
+    targets = env.target_fraction(d, m, cfg.env, prior)
     q_dir = jnp.take_along_axis(out.q_direction, d[:, None], -1)[:, 0]
     q_mag = jnp.take_along_axis(out.q_magnitude, m[:, None], -1)[:, 0]
     mag_active = jax.vmap(branch_mask)(d)[:, 1]
@@ -250,7 +250,8 @@ def greedy(out: QOut, cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
 
 def make(cfg: RunConfig) -> Head:
     """The generic head of `cfg` (`learner.Head`)."""
-    net = QNetwork(cfg.net, len(cfg.env.magnitudes))
+    sizes = env.action_sizes(cfg.env)
+    net = QNetwork(cfg.net, len(sizes))
     apply = traced_once(net)
 
     def learn(state: TrainState, sample: NStep, obs_tm1: Obs, y_tm1: jax.Array,
@@ -261,15 +262,15 @@ def make(cfg: RunConfig) -> Head:
         obs_t = observe_batch(fold, sample.bar_t, sample.portfolio_t, cfg.features)
         return update(state, apply, obs_tm1, obs_t, sample, y_tm1, cfg.agent, hp)
 
-    def describe(out: QOut, position: jax.Array, scale: jax.Array) -> dict[str, jax.Array]:
+    def describe(out: QOut, position: jax.Array, ctx: BarContext) -> dict[str, jax.Array]:
         d, m = jnp.argmax(out.q_direction, -1), jnp.argmax(out.q_magnitude, -1)
-        return {"fraction": env.target_fraction(d, m, cfg.env), "q_direction": out.q_direction,
-                "q_magnitude": out.q_magnitude}
+        return {"fraction": env.target_fraction(d, m, cfg.env, ctx.prior),
+                "q_direction": out.q_direction, "q_magnitude": out.q_magnitude}
 
     return Head(network=net,
-                explore=lambda key, out, position, scale, eps: epsilon_greedy(key, out, eps),
+                explore=lambda key, out, position, ctx, eps: epsilon_greedy(key, out, eps),
                 update=learn,
-                greedy=lambda out, position, scale: greedy(out, cfg),
+                greedy=lambda out, position, ctx: greedy(out, ctx.prior, cfg),
                 describe=describe,
                 labels={"q_direction": ("short", "flat", "long"),
-                        "q_magnitude": tuple(f"{x:g}" for x in cfg.env.magnitudes)})
+                        "q_magnitude": tuple(f"{x:g}" for x in sizes)})

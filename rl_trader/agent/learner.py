@@ -36,7 +36,7 @@ from flax import struct
 
 from rl_trader import env
 from rl_trader.config import SWEEPABLE, AgentConfig, EnvConfig, RunConfig
-from rl_trader.data.fold_data import FoldData, Obs, observe_batch
+from rl_trader.data.fold_data import BarContext, FoldData, Obs, bar_context, observe_batch
 from rl_trader.env import FLAT
 
 
@@ -142,16 +142,18 @@ def position_actions(n_magnitudes: int) -> tuple[jax.Array, jax.Array]:
 
 
 def counterfactual_step(state_tm1: env.EnvState, prices: env.Prices, env_cfg: EnvConfig,
-                        reward_scale: float,
-                        gamma: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Step the env from one pre-state (at bar t−1) with each of the K positions.
+                        reward_scale: float, gamma: jax.Array,
+                        prior_tm1: jax.Array | float = 0.0
+                        ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Step the env from one pre-state (at bar t−1, where the zero action holds `prior_tm1`;
+    0 under --prior flat) with each of the K positions.
 
     Returns the next portfolio features [K, P] at bar t, the scaled rewards r_t(a) [K] and the
     discounts γ·(1 − terminated_a) [K] (truncation is not termination: it bootstraps).
     """
     chex.assert_rank(state_tm1.t, 0)
-    direction, magnitude = position_actions(len(env_cfg.magnitudes))
-    target = env.target_fraction(direction, magnitude, env_cfg)
+    direction, magnitude = position_actions(len(env.action_sizes(env_cfg)))
+    target = env.target_fraction(direction, magnitude, env_cfg, prior_tm1)
     new, out = jax.vmap(env.step, in_axes=(None, 0, None, None))(state_tm1, target, prices,
                                                                  env_cfg)
     portfolio_t = jax.vmap(env.portfolio_features, in_axes=(0, None))(new, prices)
@@ -166,8 +168,8 @@ class Backups:
     obs_t: Obs  # the K next observations: market [B, F], window [B, L, F], portfolio [B, K, P]
     position_tm1: jax.Array  # [B] signed fraction held at t−1
     position_t: jax.Array  # [B, K] signed fraction held after each position a
-    scale_tm1: jax.Array  # [B] the return scale s at t−1 (`FoldData.return_scale`)
-    scale_t: jax.Array  # [B] and at t
+    ctx_tm1: BarContext  # [B] the bar t−1's return scale, drift and prior (`bar_context`)
+    ctx_t: BarContext  # [B] and bar t's
     r_t: jax.Array  # [B, K] scaled rewards r_t(a)
     discount_t: jax.Array  # [B, K] γ·(1 − terminated_a)
 
@@ -177,11 +179,14 @@ def full_action_backups(state_tm1: env.EnvState, obs_tm1: Obs, fold: FoldData, c
     """`Backups` of pre-states `state_tm1` (leaves [B]) observed as `obs_tm1`: the env's own
     step from each with each of the K positions (`counterfactual_step`), observed at t."""
     bar_tm1 = state_tm1.t
-    port_t, r_t, discount_t = jax.vmap(counterfactual_step, in_axes=(0, None, None, None, None))(
-        state_tm1, fold.prices, cfg.env, cfg.agent.reward_scale, gamma)  # [B, K, ...]
+    ctx_tm1 = bar_context(fold, bar_tm1, cfg.env)
+    port_t, r_t, discount_t = jax.vmap(counterfactual_step,
+                                       in_axes=(0, None, None, None, None, 0))(
+        state_tm1, fold.prices, cfg.env, cfg.agent.reward_scale, gamma,
+        ctx_tm1.prior)  # [B, K, ...]
     obs_t = observe_batch(fold, bar_tm1 + 1, port_t, cfg.features)  # one market row each
     return Backups(obs_t=obs_t, position_tm1=obs_tm1.portfolio[:, 0], position_t=port_t[..., 0],
-                   scale_tm1=fold.return_scale[bar_tm1], scale_t=fold.return_scale[bar_tm1 + 1],
+                   ctx_tm1=ctx_tm1, ctx_t=bar_context(fold, bar_tm1 + 1, cfg.env),
                    r_t=r_t, discount_t=discount_t)
 
 
@@ -250,12 +255,14 @@ class Head(NamedTuple):
     `q_head`. `out` below is the network's output (leaves with the leading axes given)."""
 
     network: nn.Module  # params = network.init(key, obs); out = network.apply(params, obs)
-    # (key, out [N], position [N], scale [N], ε) -> ε-greedy (direction [N], magnitude [N])
+    # (key, out [N], position [N], ctx: BarContext [N], ε) -> ε-greedy (direction [N],
+    # magnitude [N])
     explore: Callable[..., tuple[jax.Array, jax.Array]]
     # (state, sample: replay.NStep, obs_tm1 [B], y_tm1 [B], fold, hp) -> one gradient step
     update: Callable[..., tuple[TrainState, LossInfo]]
-    # (out [S], position, scale) -> an ensemble's target fraction and its Q (reward units)
+    # (out [S], position, ctx: BarContext []) -> an ensemble's target fraction and its Q
+    # (reward units)
     greedy: Callable[..., tuple[jax.Array, jax.Array]]
-    # (out [S], position, scale) -> each member's chosen `fraction` [S] and Q-values by name
+    # (out [S], position, ctx []) -> each member's chosen `fraction` [S] and Q-values by name
     describe: Callable[..., dict[str, jax.Array]]
     labels: dict[str, tuple[str, ...]]  # the names of `describe`'s vector entries' elements

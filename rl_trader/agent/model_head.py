@@ -25,6 +25,18 @@ and the forecasts are plain regressions with exact targets on the sampled traini
 
 The target network is the Polyak EMA of the whole tree (`learner.apply_loss`). Segment ends
 bootstrap (truncation), ruin does not.
+
+**The prior** (`EnvConfig.prior` vol_target). The K actions are residuals u around the prior
+π_t = min(1, σ*/σ̂_t) (`FoldData.prior`), the position a = clip(π_t + u, −1, 1), and the reward
+term is the residual's excess over the prior (`env.expected_excess_reward`):
+
+    Q(x, p, u) = ρ·[u·v − ½κ·u²·m₂ − cost(u − u₀)] + C(x, u),
+    u = a − π_t,  u₀ = p − π_{t−1},  v = s·(μ̂(x) − ȳ)
+
+with ρ = `reward_scale` and ȳ the train mean of the forecast's target (`FoldData.drift`): the
+unconditional drift belongs to the prior, and the forecast moves the position only by its
+excess over that level. C learns the same residual objective by TD, so without a predictable
+direction every term favours u = 0 and the agent holds the prior.
 """
 
 from __future__ import annotations
@@ -52,7 +64,7 @@ from rl_trader.agent.learner import (
 from rl_trader.agent.networks import GRN, centred, encode_market, head
 from rl_trader.agent.replay import NStep
 from rl_trader.config import AgentConfig, EnvConfig, NetConfig, RunConfig
-from rl_trader.data.fold_data import FoldData, Obs
+from rl_trader.data.fold_data import BarContext, FoldData, Obs
 from rl_trader.env import FLAT
 
 
@@ -119,10 +131,11 @@ def next_state_outputs(apply_fn, params: chex.ArrayTree, obs_t: Obs) -> ModelOut
                                                    + x.shape[1:]), out)
 
 
-def position_fractions(cfg: EnvConfig) -> jax.Array:
-    """The K positions of `learner.position_actions` as signed fractions of equity [K]."""
-    direction, magnitude = position_actions(len(cfg.magnitudes))
-    return env.target_fraction(direction, magnitude, cfg)
+def position_fractions(cfg: EnvConfig, prior: jax.Array | float = 0.0) -> jax.Array:
+    """The K positions of `learner.position_actions` as signed fractions of equity [..., K]
+    around the prior π = `prior` [...] (`env.target_fraction`)."""
+    direction, magnitude = position_actions(len(env.action_sizes(cfg)))
+    return env.target_fraction(direction, magnitude, cfg, jnp.asarray(prior)[..., None])
 
 
 def continuation(out: ModelOut) -> jax.Array:
@@ -136,15 +149,27 @@ def continuation(out: ModelOut) -> jax.Array:
     return jnp.concatenate([flat, short, long], -1)
 
 
-def assemble(out: ModelOut, position: jax.Array, return_scale: jax.Array, cfg: EnvConfig,
+def assemble(out: ModelOut, position: jax.Array, ctx: BarContext, cfg: EnvConfig,
              reward_scale: float) -> jax.Array:
     """Q(x, p, a) for the K positions a [..., K] (module docstring): `out` with leading axes
-    [...], the held fraction p = `position` [...] and s = `return_scale` [...]."""
-    chex.assert_equal_shape([out.aux, position])
-    a = position_fractions(cfg)
-    mean = (return_scale * out.aux)[..., None]
-    second = (return_scale**2 * out.second_moment)[..., None]
-    reward = env.expected_reward(position[..., None], a, mean, second, cfg)
+    [...], the held fraction p = `position` [...] and the bar's `ctx` (leaves [...]).
+
+    Under `cfg.prior` flat the reward term is `env.expected_reward` of moving p → a with
+    μ = s·μ̂, m₂ = s²·m̂₂. Under vol_target it is the residual's excess over the prior,
+    `env.expected_excess_reward` with ρ = a − π_t (a = clip(π_t + residual)), ρ₀ = p − π_{t−1}
+    and the view v = s·(μ̂ − ȳ): forecasts at their train level leave the prior optimal."""
+    chex.assert_equal_shape([out.aux, position, ctx.scale])
+    s = ctx.scale
+    second = (s**2 * out.second_moment)[..., None]
+    if cfg.prior == "flat":
+        a = position_fractions(cfg)
+        reward = env.expected_reward(position[..., None], a, (s * out.aux)[..., None], second,
+                                     cfg)
+    else:
+        residual = position_fractions(cfg, ctx.prior) - ctx.prior[..., None]
+        view = (s * (out.aux - ctx.drift))[..., None]
+        reward = env.expected_excess_reward((position - ctx.prior_tm1)[..., None], residual,
+                                            view, second, cfg)
     return reward_scale * reward + continuation(out)
 
 
@@ -172,24 +197,26 @@ def model_loss(out_tm1: ModelOut, out_t_online: ModelOut, out_t_target: ModelOut
                backups: Backups, y_tm1: jax.Array, cfg: AgentConfig, env_cfg: EnvConfig,
                aux_weight: jax.Array) -> tuple[jax.Array, LossInfo]:
     """The batch loss of the module docstring. `out_tm1` leaves [B, ...] at the sampled
-    pre-states (p = `backups.position_tm1` [B], s = `backups.scale_tm1` [B]); the next states'
-    outputs [B, K, ...] (p'_a = `backups.position_t` [B, K], s = `backups.scale_t` [B]);
+    pre-states (p = `backups.position_tm1` [B], the bar's `backups.ctx_tm1` [B]); the next
+    states' outputs [B, K, ...] (p'_a = `backups.position_t` [B, K], `backups.ctx_t` [B]);
     y_tm1 [B] the aux targets; `aux_weight` λ_aux."""
     position_tm1, position_t = backups.position_tm1, backups.position_t
-    scale_tm1, scale_t, discount_t = backups.scale_tm1, backups.scale_t, backups.discount_t
+    discount_t = backups.discount_t
     n_pos = position_t.shape[-1]
-    chex.assert_shape([position_tm1, scale_tm1, scale_t, y_tm1], position_t.shape[:1])
+    chex.assert_shape([position_tm1, backups.ctx_tm1.scale, backups.ctx_t.scale, y_tm1],
+                      position_t.shape[:1])
     chex.assert_equal_shape([position_t, discount_t])
-    s_t = jnp.broadcast_to(scale_t[:, None], position_t.shape)
-    q_value = assemble(out_t_target, position_t, s_t, env_cfg, cfg.reward_scale)  # [B, K, K]
-    q_select = assemble(out_t_online, position_t, s_t, env_cfg, cfg.reward_scale)
+    ctx_t = jax.tree.map(lambda x: jnp.broadcast_to(x[:, None], position_t.shape),
+                         backups.ctx_t)
+    q_value = assemble(out_t_target, position_t, ctx_t, env_cfg, cfg.reward_scale)  # [B, K, K]
+    q_select = assemble(out_t_online, position_t, ctx_t, env_cfg, cfg.reward_scale)
     c_tm1 = continuation(out_tm1)  # [B, K]
     chex.assert_shape(c_tm1, (position_t.shape[0], n_pos))
     td = jax.vmap(model_td)(c_tm1, q_value, q_select, discount_t)
     mean_loss, second_loss = forecast_losses(out_tm1, y_tm1)
     loss = (jnp.mean(jnp.mean(huber(td, cfg.huber_delta), -1))
             + aux_weight * (mean_loss + second_loss))
-    q_tm1 = assemble(jax.lax.stop_gradient(out_tm1), position_tm1, scale_tm1, env_cfg,
+    q_tm1 = assemble(jax.lax.stop_gradient(out_tm1), position_tm1, backups.ctx_tm1, env_cfg,
                      cfg.reward_scale)
     return loss, LossInfo(loss=loss, td_abs=jnp.mean(jnp.abs(td)), aux_loss=mean_loss,
                           q_mean=jnp.mean(jnp.max(q_tm1, -1)))
@@ -231,34 +258,36 @@ def epsilon_greedy_positions(key: jax.Array, q: jax.Array,
             jnp.where(explore, rand_mag, best_mag).astype(jnp.int32))
 
 
-def ensemble_q(out: ModelOut, position: jax.Array, scale: jax.Array,
+def ensemble_q(out: ModelOut, position: jax.Array, ctx: BarContext,
                cfg: RunConfig) -> jax.Array:
     """Each member's assembled Q over the K positions [S, K] from its outputs [S] at the held
-    fraction `position` and return scale `scale` (scalars)."""
+    fraction `position` and the bar's `ctx` (scalars)."""
     n = out.aux.shape[0]
-    return assemble(out, jnp.full((n,), position), jnp.full((n,), scale), cfg.env,
+    return assemble(out, jnp.full((n,), position),
+                    jax.tree.map(lambda x: jnp.full((n,), x), ctx), cfg.env,
                     cfg.agent.reward_scale)
 
 
-def greedy(out: ModelOut, position: jax.Array, scale: jax.Array,
+def greedy(out: ModelOut, position: jax.Array, ctx: BarContext,
            cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
     """The ensemble's choice from its members' outputs [S]: their assembled Q over the K
     positions (linear in the forecasts and the continuation, so this averages those) is
     averaged, and the ensemble holds the best position of that mean,
     p* = a_k*, k* = argmax_k (1/S) Σ_s Q_s(a_k); its Q is that mean's maximum."""
-    q_pos = ensemble_q(out, position, scale, cfg).mean(0)
+    q_pos = ensemble_q(out, position, ctx, cfg).mean(0)
     best = jnp.argmax(q_pos)
-    return position_fractions(cfg.env)[best], q_pos[best]
+    return position_fractions(cfg.env, ctx.prior)[best], q_pos[best]
 
 
 def make(cfg: RunConfig) -> Head:
     """The model head of `cfg` (`learner.Head`)."""
-    net = ModelQNetwork(cfg.net, len(cfg.env.magnitudes))
+    sizes = env.action_sizes(cfg.env)
+    net = ModelQNetwork(cfg.net, len(sizes))
     apply = traced_once(net)
 
-    def explore(key: jax.Array, out: ModelOut, position: jax.Array, scale: jax.Array,
+    def explore(key: jax.Array, out: ModelOut, position: jax.Array, ctx: BarContext,
                 epsilon: jax.Array) -> tuple[jax.Array, jax.Array]:
-        q = assemble(out, position, scale, cfg.env, cfg.agent.reward_scale)
+        q = assemble(out, position, ctx, cfg.env, cfg.agent.reward_scale)
         return epsilon_greedy_positions(key, q, epsilon)
 
     def learn(state: TrainState, sample: NStep, obs_tm1: Obs, y_tm1: jax.Array,
@@ -266,13 +295,16 @@ def make(cfg: RunConfig) -> Head:
         backups = full_action_backups(sample.state_tm1, obs_tm1, fold, cfg, hp.gamma)
         return model_update(state, apply, obs_tm1, backups, y_tm1, cfg, hp)
 
-    def describe(out: ModelOut, position: jax.Array, scale: jax.Array) -> dict[str, jax.Array]:
-        q_pos = ensemble_q(out, position, scale, cfg)
-        return {"fraction": position_fractions(cfg.env)[jnp.argmax(q_pos, -1)],
-                "q_position": q_pos, "next_return_second_moment": out.second_moment * scale**2}
+    def describe(out: ModelOut, position: jax.Array,
+                 ctx: BarContext) -> dict[str, jax.Array]:
+        q_pos = ensemble_q(out, position, ctx, cfg)
+        return {"fraction": position_fractions(cfg.env, ctx.prior)[jnp.argmax(q_pos, -1)],
+                "q_position": q_pos,
+                "next_return_second_moment": out.second_moment * ctx.scale**2}
 
+    # the K actions: the position (--prior flat) or the residual around the prior
     return Head(network=net, explore=explore, update=learn,
-                greedy=lambda out, position, scale: greedy(out, position, scale, cfg),
+                greedy=lambda out, position, ctx: greedy(out, position, ctx, cfg),
                 describe=describe,
                 labels={"q_position": tuple(f"{x:+g}" for x in (
-                    0.0, *(-m for m in cfg.env.magnitudes), *cfg.env.magnitudes))})
+                    0.0, *(-m for m in sizes), *sizes))})

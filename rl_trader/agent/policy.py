@@ -7,7 +7,7 @@ import jax.numpy as jnp
 
 from rl_trader.agent.heads import make_head
 from rl_trader.config import RunConfig
-from rl_trader.data.fold_data import FoldData, observe
+from rl_trader.data.fold_data import FoldData, bar_context, observe
 from rl_trader.evaluation.rollout import Aux, Decide
 
 
@@ -23,7 +23,7 @@ def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
     def decide(key, state, port):
         del key
         out = apply(params, observe(data, state.t, port, cfg.features))
-        target, q = head.greedy(out, port[0], data.return_scale[state.t])
+        target, q = head.greedy(out, port[0], bar_context(data, state.t, cfg.env))
         return target, Aux(market_weights=out.market_weights.mean(0),
                            portfolio_weights=out.portfolio_weights.mean(0),
                            q=jnp.asarray(q, jnp.float32), forecast=out.aux.mean())

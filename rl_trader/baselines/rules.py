@@ -1,7 +1,10 @@
 """The rule baselines: constant positions (buy-and-hold, flat), k-bar momentum, the random
-policy and volatility targeting; none is fit to data beyond vol targeting's train median."""
+policy and volatility targeting; none is fit to data beyond vol targeting's train median
+(its position is the data's, `FoldData.prior`)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +13,6 @@ from rl_trader import env
 from rl_trader.config import RunConfig
 from rl_trader.data.fold_data import FoldData
 from rl_trader.evaluation.rollout import Decide, no_aux
-from rl_trader.evaluation.vol_target import trailing_vol, vol_target_fraction, vol_target_scale
 
 
 def constant_decide(fraction: float, data: FoldData, cfg: RunConfig) -> Decide:
@@ -34,30 +36,19 @@ def random_decide(data: FoldData, cfg: RunConfig) -> Decide:
     """Uniformly random (direction, magnitude) each bar."""
     aux = no_aux(data, cfg)
     n_mag = len(cfg.env.magnitudes)
+    flat = dataclasses.replace(cfg.env, prior="flat")  # the positions themselves, no prior
 
     def decide(key, state, port):
         kd, km = jax.random.split(key)
         d = jax.random.randint(kd, (), 0, env.N_DIRECTIONS)
         m = jax.random.randint(km, (), 0, n_mag)
-        return env.target_fraction(d, m, cfg.env), aux
+        return env.target_fraction(d, m, flat), aux
 
     return decide
 
 
-def vol_target_positions(close: jax.Array, train: jax.Array) -> jax.Array:
-    """p_t = min(1, σ* / σ̂_t) (`vol_target_fraction`, σ* = `vol_target_scale`) [T]."""
-    return vol_target_fraction(trailing_vol(close), vol_target_scale(close, train))
-
-
-def vol_target_decide(data: FoldData, cfg: RunConfig,
-                      sigma_star: jax.Array | None = None) -> Decide:
-    """Buy-and-hold scaled to the constant target volatility σ* (`vol_target_positions`): σ*
-    from `data`'s train bars, or `sigma_star` (a fold's, saved for bars without a train
-    block: `--rival`'s backtest)."""
+def vol_target_decide(data: FoldData, cfg: RunConfig) -> Decide:
+    """Buy-and-hold scaled to the constant target volatility σ*: min(1, σ*/σ̂_t), computed in
+    data preparation with σ* from the train bars (`FoldData.prior`, `data.prior`)."""
     aux = no_aux(data, cfg)
-    close = data.prices.close
-    positions = (vol_target_positions(close, data.train) if sigma_star is None
-                 else vol_target_fraction(trailing_vol(close), sigma_star))
-    return lambda key, state, port: (positions[state.t], aux)
-
-
+    return lambda key, state, port: (data.prior[state.t], aux)

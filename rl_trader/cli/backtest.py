@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         backtest_out_dir(args.out, run_dir)  # before the work, not after it
         policy = load_policy(run_dir, args.fold)
         bars = load(bars_file)
-        summary, policies, rand = backtest(policy, bars)
-        out = write_backtest(args.out, run_dir, summary, policies, rand,
+        summary, policies, rand, priors = backtest(policy, bars)
+        out = write_backtest(args.out, run_dir, summary, policies, rand, priors,
                              bars.dates[policy.start:])
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from rl_trader.config import FeatureConfig, RunConfig
+from rl_trader.config import EnvConfig, FeatureConfig, RunConfig
 from rl_trader.data.buckets import bucket
 from rl_trader.data.features import (
     MarketFeatures,
@@ -33,6 +33,7 @@ from rl_trader.data.features import (
     normalise,
 )
 from rl_trader.data.folds import Fold
+from rl_trader.data.prior import vol_target_positions
 from rl_trader.env import PORTFOLIO_NAMES, Prices
 
 
@@ -55,6 +56,12 @@ class FoldData:
     prices: Prices  # float32 [T_b]
     aux_target: jax.Array  # float32 [T_b]: next-bar log return / train std (used at t < end − 1)
     return_scale: jax.Array  # float32 [T_b]: s, that train std, of each bar's instrument
+    # float32 [T_b]: ȳ, the mean of `aux_target` over the train bars of each bar's instrument
+    # (the forecast's unconditional level: the drift that belongs to the prior)
+    drift: jax.Array
+    # float32 [T_b]: vol_target's position min(1, σ*/σ̂_t) (`data.prior`), σ* fit on the train
+    # bars of each bar's instrument: the `vol_target` baseline and the agent's prior
+    prior: jax.Array
     train: jax.Array  # int32 [2]: half-open bar range
     val: jax.Array  # int32 [2]
     test: jax.Array  # int32 [2]
@@ -74,6 +81,27 @@ class PoolSegment:
     features: np.ndarray  # raw [T_j, F]
     start: int
     end: int
+
+
+@struct.dataclass
+class BarContext:
+    """What the Q-heads read of a decision's bar besides the network (leaves of the bar
+    index's shape): the return scale, the forecast's unconditional level and the prior."""
+
+    scale: jax.Array  # s, `FoldData.return_scale`
+    drift: jax.Array  # ȳ, `FoldData.drift` (normalised units, as the forecast μ̂)
+    prior: jax.Array  # π_t: the position the zero action holds (0 under --prior flat)
+    prior_tm1: jax.Array  # π_{t−1}: the prior the held position was set against
+
+
+def bar_context(data: FoldData, bar: jax.Array, cfg: EnvConfig) -> BarContext:
+    """The `BarContext` of decisions at `bar` (any shape): the prior is vol_target's position
+    (`FoldData.prior`) under `cfg.prior` vol_target, else 0; π_{t−1} at bar 0 is π_0."""
+    on = cfg.prior == "vol_target"
+    zero = jnp.zeros(jnp.shape(bar), jnp.float32)
+    return BarContext(scale=data.return_scale[bar], drift=data.drift[bar],
+                      prior=data.prior[bar] if on else zero,
+                      prior_tm1=data.prior[jnp.maximum(bar - 1, 0)] if on else zero)
 
 
 def market_width(data: FoldData) -> int:
@@ -103,13 +131,23 @@ def fold_normaliser(values: np.ndarray, close: np.ndarray,
 
 
 def _normalised(values: np.ndarray, close: np.ndarray, start: int, end: int,
-                clip: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(features, aux target, its scale per bar) of one instrument, normalised with its bars
-    [start, end)."""
+                clip: float) -> tuple[np.ndarray, ...]:
+    """(features, aux target, its scale, its train mean ȳ, the prior) of one instrument per
+    bar, each fit on its bars [start, end) (`segment_normaliser`, `prior_and_drift`)."""
     norm, scale = segment_normaliser(values, close, start, end)
-    return (normalise(values, norm, clip),
-            np.clip(next_bar_log_return(close) / scale, -clip, clip),
-            np.full(len(close), scale))
+    aux = np.clip(next_bar_log_return(close) / scale, -clip, clip)
+    prior, drift = prior_and_drift(close, aux, start, end)
+    return (normalise(values, norm, clip), aux, np.full(len(close), scale),
+            np.full(len(close), drift), prior)
+
+
+def prior_and_drift(close: np.ndarray, aux_target: np.ndarray, start: int,
+                    end: int) -> tuple[np.ndarray, float]:
+    """vol_target's position [T] with σ* fit on the train bars [start, end)
+    (`prior.vol_target_positions`), and ȳ = mean(aux_target[t], start ≤ t < end − 1): the
+    bars whose next bar is in the train segment too."""
+    return (vol_target_positions(close, start, end)[0],
+            float(np.mean(aux_target[start:end - 1])))
 
 
 def make_fold_data(open_: np.ndarray, close: np.ndarray, feats: MarketFeatures, fold: Fold,
@@ -117,32 +155,36 @@ def make_fold_data(open_: np.ndarray, close: np.ndarray, feats: MarketFeatures, 
     """Fit the normalisers (the target's on `fold.train`, each pooled instrument's on its own
     train-date bars) and move the fold's arrays to the device, the pooled instruments' bars
     after the target's."""
-    features, aux, scale = _normalised(feats.values, close, *fold.train, clip)
-    parts = [(features, open_, close, aux, scale)]
+    features, aux, scale, drift, prior = _normalised(feats.values, close, *fold.train, clip)
+    parts = [(features, open_, close, aux, scale, drift, prior)]
     episodes, offset = [fold.train], len(close)
     for seg in pool:
-        features, aux, scale = _normalised(seg.features, seg.close, seg.start, seg.end, clip)
-        parts.append((features, seg.open, seg.close, aux, scale))
+        features, aux, scale, drift, prior = _normalised(seg.features, seg.close, seg.start,
+                                                         seg.end, clip)
+        parts.append((features, seg.open, seg.close, aux, scale, drift, prior))
         episodes.append((offset + seg.start, offset + seg.end))
         offset += len(seg.close)
-    features, opens, closes, auxes, scales = (np.concatenate(x)
-                                              for x in zip(*parts, strict=True))
+    features, opens, closes, auxes, scales, drifts, priors = (
+        np.concatenate(x) for x in zip(*parts, strict=True))
     return device_fold_data(features, opens, closes, auxes, scales, fold.train, fold.val,
-                            fold.test, episodes)
+                            fold.test, episodes, drift=drifts, prior=priors)
 
 
 def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
                      aux_target: np.ndarray, return_scale: np.ndarray | float, train, val, test,
-                     episodes: Sequence[Sequence[int]] | None = None) -> FoldData:
+                     episodes: Sequence[Sequence[int]] | None = None, *,
+                     drift: np.ndarray | float, prior: np.ndarray) -> FoldData:
     """`FoldData` from host arrays over T bars (features [T, F], the rest [T]; `return_scale`
-    [T] or one value for every bar) and segment bounds (half-open bar ranges; `episodes`
-    [I, 2], default the train segment alone): float32 on the device, the bar axis padded to
-    `bucket(T)` with copies of bar T − 1 (`pad_bars`)."""
+    and `drift` [T] or one value for every bar) and segment bounds (half-open bar ranges;
+    `episodes` [I, 2], default the train segment alone): float32 on the device, the bar axis
+    padded to `bucket(T)` with copies of bar T − 1 (`pad_bars`)."""
     episodes = [train] if episodes is None else episodes
+    every = (len(close),)
     return FoldData(features=pad_bars(features),
                     prices=Prices(open=pad_bars(open_), close=pad_bars(close)),
                     aux_target=pad_bars(aux_target),
-                    return_scale=pad_bars(np.broadcast_to(return_scale, (len(close),))),
+                    return_scale=pad_bars(np.broadcast_to(return_scale, every)),
+                    drift=pad_bars(np.broadcast_to(drift, every)), prior=pad_bars(prior),
                     train=jnp.asarray(train, jnp.int32), val=jnp.asarray(val, jnp.int32),
                     test=jnp.asarray(test, jnp.int32),
                     episodes=jnp.asarray(np.asarray(episodes, np.int32).reshape(-1, 2)),
@@ -157,14 +199,23 @@ def pad_bars(x: np.ndarray) -> jax.Array:
     return jnp.asarray(np.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1), mode="edge"))
 
 
+def finite_or_none(x: float) -> float | None:
+    """`x`, or None where it is NaN or infinite (JSON has no NaN)."""
+    return x if np.isfinite(x) else None
+
+
 def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.ndarray,
                             fold: Fold, cfg: RunConfig, ppy: float) -> dict:
     """What acting with the fold's policy on new bars needs besides the weights (JSON-able):
     the train-fit normaliser (`mean`, `std` per feature, in `feature_names` order), the aux
     target's scale (the aux head predicts log(c_{t+1} / c_t) / aux_scale), the feature warm-up
     (`first_valid` bars), look-back, clip, magnitudes, portfolio feature names, periods per
-    year, and the first/last date of each segment (ISO, for checking new bars' overlap)."""
+    year, the prior's train-fit σ* (`sigma_star`, NaN: undefined) and the forecast's train
+    level ȳ (`drift`, `prior_and_drift`), and the first/last date of each segment (ISO, for
+    checking new bars' overlap)."""
     norm, scale = fold_normaliser(feats.values, close, fold)
+    aux = np.clip(next_bar_log_return(close) / scale, -cfg.features.clip, cfg.features.clip)
+    _, drift = prior_and_drift(close, aux, *fold.train)
     day = np.datetime_as_string(np.asarray(dates, "datetime64[s]"))
     return {"feature_names": list(feats.names), "first_valid": int(feats.first_valid),
             "normaliser": {"mean": [float(x) for x in norm.mean],
@@ -172,6 +223,8 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
             "aux_scale": scale, "lookback": cfg.features.lookback, "clip": cfg.features.clip,
             "magnitudes": list(cfg.env.magnitudes), "portfolio_names": list(PORTFOLIO_NAMES),
             "periods_per_year": float(ppy),
+            "sigma_star": finite_or_none(vol_target_positions(close, *fold.train)[1]),
+            "drift": drift,
             "dates": {name: [str(day[a]), str(day[b - 1])] for name, (a, b) in
                       (("train", fold.train), ("val", fold.val), ("test", fold.test))}}
 

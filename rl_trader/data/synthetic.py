@@ -1,8 +1,9 @@
 """Synthetic markets with a known, tunable predictable component (planted signal).
 
-Bar t's log return (open t → close t) is r_t = μ_t + σ·ε_t with ε ~ N(0, 1). The open of bar t
-equals the close of bar t−1 (no overnight gap), so a position filled at the open of t+1 earns
-r_{t+1} exactly (less costs). The conditional mean known at the close of t is `signal[t]`:
+Bar t's log return (open t → close t) is r_t = μ_t + σ·ε_t with ε ~ N(0, 1) (unit-variance
+Student-t in the no-direction family). The open of bar t equals the close of bar t−1 (no
+overnight gap), so a position filled at the open of t+1 earns r_{t+1} exactly (less costs). The
+conditional mean known at the close of t is `signal[t]`:
 
     ar1:        μ_{t+1} = φ·r_t                               (momentum for φ > 0)
     regime:     μ_{t+1} = ±drift, the sign from a hidden two-state Markov chain (sticky p_stay),
@@ -12,6 +13,16 @@ r_{t+1} exactly (less costs). The conditional mean known at the close of t is `s
     random_walk μ = 0                                          (no skill possible)
     drift:      μ = drift > 0, σ_t by GARCH(1, 1) around σ (`GARCH`): no predictable mean, the
                 edge is holding the drift sized by the forecastable σ (an index-like market)
+
+The no-direction family (`NO_DIRECTION`), stand-ins for stock indices and stocks: clustered,
+fat-tailed volatility and a constant conditional mean, so no predictable direction:
+
+    garch_up:   r_t = μ + σ_t·ε_t, μ = +0.0004 a bar, with
+                σ²_{t+1} = σ²·(1 − α − β) + α·(r_t − μ)² + β·σ²_t, σ = 0.012, (α, β) =
+                `GARCH_PERSISTENT` (0.08, 0.90), and ε_t = t₄·√(1/2), Student-t with 4 degrees
+                of freedom scaled to unit variance (ε_t = t_ν·√((ν − 2)/ν))
+    garch_flat: the same with μ = 0
+    garch_down: the same with μ = −0.0003
 
 Nonlinear markets, whose drift a linear forecast of the bar-t features sees little of (z_t =
 r_t / σ_t, the last return in units of its σ; `nonlinear_drift`):
@@ -31,8 +42,8 @@ and a persistent hidden drift to be traded at high costs:
 
     slow_drift:  as regime, with a smaller drift and longer regimes (p_stay 0.995)
 
-`signal[t] = E[r_{t+1} | bars ≤ t]` for ar1, vol_regime, drift and random_walk; for regime it is the
-true next drift (it knows the hidden state).
+`signal[t] = E[r_{t+1} | bars ≤ t]` for ar1, vol_regime, drift, the no-direction family and
+random_walk; for regime it is the true next drift (it knows the hidden state).
 
 The oracle's target position `oracle_position[t]` (a signed fraction of equity, decided at the
 close of t and held over bar t+1) trades the Bayes-optimal **causal** forecast of the true
@@ -49,6 +60,8 @@ rule, so a policy that trades less, such as ridge, can beat it after costs):
     drift:            clip(σ²/σ²_{t+1}, 0.25, 1): the Sharpe-optimal size ∝ μ/σ²_{t+1} (σ_{t+1}
                       is known at the close of t), full at the long-run σ, within the env's
                       smallest and largest magnitudes
+    no-direction:     sign(μ)·clip(σ²/σ²_{t+1}, 0.25, 1), drift's rule with μ's sign (flat, 0,
+                      on garch_flat)
     vol_regime:       1.0 when the filtered P(bar t+1 calm | r_≤t) > 1/2, else 0.25. The Sharpe
                       ratio of sizes w_s per state is maximised by w_s ∝ μ/σ_s² (calm :
                       turbulent = 1 : 0.09); 1.0 and 0.25 are the nearest the env's magnitudes
@@ -58,18 +71,21 @@ rule, so a policy that trades less, such as ridge, can beat it after costs):
 drift; vol_regime: the state of bar t) — a reference no causal trader can reach: on 5,000-bar
 markets (seeds 4–11) the filter reaches 0.63–0.74 of its Sharpe on regime and 0.86–1.02 on
 vol_regime, after costs. `hidden_state[t]` is the regime of bar t (0 calm / up, 1 turbulent /
-down; 0 for ar1 markets).
+down; 0 for the markets without one).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from rl_trader.data.loader import Bars
 from rl_trader.errors import InputError
+
+GARCH = (0.1, 0.85)  # vol_sign and drift (`Spec.garch`'s default): (α, β); ω = σ²·(1 − α − β)
+GARCH_PERSISTENT = (0.08, 0.90)  # the no-direction family's (α, β): longer volatility clusters
 
 
 @dataclass(frozen=True)
@@ -83,6 +99,11 @@ class Spec:
     turbulent_size: float = 0.25  # vol_regime: the oracle's size in the turbulent state
     shape: str = ""  # nonlinear: bump, cubic, vol_sign or interaction
     band: float = 0.0  # regime: the oracle holds its position while |P(up) − ½| ≤ band
+    garch: tuple[float, float] = GARCH  # drift, vol_sign: GARCH(1, 1)'s (α, β)
+    tail_df: float = 0.0  # ν > 2: ε is Student-t_ν scaled to unit variance; 0: ε ~ N(0, 1)
+
+
+NO_DIRECTION_SPEC = Spec("drift", sigma=0.012, garch=GARCH_PERSISTENT, tail_df=4.0)
 
 
 MARKETS = {
@@ -99,9 +120,12 @@ MARKETS = {
     "interaction": Spec("nonlinear", shape="interaction", phi=0.6),
     "slow_drift": Spec("regime", drift=0.0015, p_stay=0.995, band=0.2),
     "drift": Spec("drift", sigma=0.012, drift=0.0003),
+    "garch_up": replace(NO_DIRECTION_SPEC, drift=0.0004),
+    "garch_flat": NO_DIRECTION_SPEC,
+    "garch_down": replace(NO_DIRECTION_SPEC, drift=-0.0003),
 }
 NONLINEAR = tuple(name for name, spec in MARKETS.items() if spec.kind == "nonlinear")
-GARCH = (0.1, 0.85)  # vol_sign and drift: (α, β); ω = σ²·(1 − α − β)
+NO_DIRECTION = ("garch_up", "garch_flat", "garch_down")  # constant mean, fat-tailed GARCH σ
 
 
 @dataclass(frozen=True)
@@ -120,7 +144,8 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
                          f"{', '.join(sorted(MARKETS))}")
     spec = MARKETS[name]
     rng = np.random.default_rng(seed)
-    eps = rng.standard_normal(n_bars)
+    eps = (rng.standard_t(spec.tail_df, n_bars) * np.sqrt((spec.tail_df - 2.0) / spec.tail_df)
+           if spec.tail_df else rng.standard_normal(n_bars))
     r = np.empty(n_bars)
     signal = np.zeros(n_bars)
     state = np.zeros(n_bars, np.int64)
@@ -146,7 +171,8 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
     elif spec.kind == "drift":
         r, sigma, sigma_next = garch_drift(spec, eps)
         signal[:] = spec.drift
-        position = hidden_position = np.clip(spec.sigma**2 / sigma_next**2, 0.25, 1.0)
+        size = np.clip(spec.sigma**2 / sigma_next**2, 0.25, 1.0)
+        position = hidden_position = np.sign(spec.drift) * size
     elif spec.kind == "nonlinear":
         surprise = rng.standard_normal(n_bars)  # the volume's, drawn before it is used
         r, signal, sigma = nonlinear_drift(spec, eps, surprise)
@@ -176,9 +202,11 @@ def generate(name: str, n_bars: int = 5000, seed: int = 0) -> SyntheticMarket:
 
 
 def garch_drift(spec: Spec, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(returns r, σ_t of each bar, σ_{t+1} known at the close of t) of the drift market:
-    r_t = μ + σ_t·ε_t, σ²_{t+1} = σ²·(1 − α − β) + α·(r_t − μ)² + β·σ²_t, σ_0 = σ (`GARCH`)."""
-    alpha, beta = GARCH
+    """(returns r, σ_t of each bar, σ_{t+1} known at the close of t), float64 [T] each, of a
+    drift market (drift or the no-direction family) driven by the unit-variance draws `eps`:
+    r_t = μ + σ_t·ε_t, σ²_{t+1} = σ²·(1 − α − β) + α·(r_t − μ)² + β·σ²_t, σ_0 = σ, with
+    (α, β) = `spec.garch`."""
+    alpha, beta = spec.garch
     var = np.empty(len(eps) + 1)
     var[0] = spec.sigma**2
     r = np.empty(len(eps))
@@ -198,7 +226,7 @@ def nonlinear_drift(spec: Spec, eps: np.ndarray,
     by the standard normal draws `eps` and the volume surprises `surprise` (module
     docstring). A recursion over bars."""
     n, sd, phi = len(eps), spec.sigma, spec.phi
-    alpha, beta = GARCH
+    alpha, beta = spec.garch
     r, signal, sigma = np.zeros(n), np.zeros(n), np.full(n, sd)
     mu = 0.0  # the drift of bar t, known at the close of t − 1
     for t in range(n):

@@ -228,3 +228,18 @@ def geometric_mean_positive(values) -> float | None:
     if v.size == 0 or np.any(~(v > 0)):
         return None
     return float(np.exp(np.mean(np.log(v))))
+
+
+def prior_figures(position, prior, kind: str, ppy: float) -> dict[str, float | str]:
+    """The agent's target positions p_t [T] split into the prior π_t [T] they were chosen
+    around (`kind`: the --prior) and the residual u_t = p_t − π_t: the prior's mean, the
+    residual's mean |u| (`exposure`), and the turnover (annualised, `turnover`) of the
+    target changes |Δp| less that of the prior's own |Δπ| (both from flat before the first
+    bar, the equity drift between fills left out): what the residual adds."""
+    p, pi = _host(position), _host(prior)
+    if p.shape != pi.shape:
+        raise ValueError(f"position {p.shape} and prior {pi.shape} differ in length")
+    moves = [np.abs(np.diff(x, prepend=0.0)) for x in (p, pi)]
+    return {"prior": kind, "prior_mean": float(np.mean(pi)) if pi.size else 0.0,
+            "mean_abs_residual": exposure(p - pi),
+            "turnover_added": turnover(moves[0], ppy) - turnover(moves[1], ppy)}

@@ -35,16 +35,16 @@ from rl_trader.config import RunConfig, config_from_dict
 from rl_trader.data import Bars
 from rl_trader.data.buckets import bucket, trim
 from rl_trader.data.features import Normaliser, compute_features, next_bar_log_return, normalise
-from rl_trader.data.fold_data import FoldData, device_fold_data, observe
+from rl_trader.data.fold_data import FoldData, bar_context, device_fold_data, observe
+from rl_trader.data.prior import trailing_vol, vol_target_fraction
 from rl_trader.errors import InputError
 from rl_trader.evaluation.headline import superior_ability
-from rl_trader.evaluation.metrics import geometric_mean_positive, sharpe
+from rl_trader.evaluation.metrics import geometric_mean_positive, prior_figures, sharpe
 from rl_trader.evaluation.rollout import Aux, Rollout, rollout
 from rl_trader.evaluation.stats import min_track_record_length, moments, probabilistic_sharpe_ratio
-from rl_trader.evaluation.vol_target import trailing_vol, vol_target_fraction
 from rl_trader.run.checkpoint import FoldCheckpoints, fingerprint
 from rl_trader.run.prepare import TREE_FORECAST_NAME
-from rl_trader.run.scoring import RIVAL_FILE, compare, save_returns
+from rl_trader.run.scoring import RIVAL_FILE, compare, decision_priors, save_returns
 from rl_trader.runtime.rundir import write_json
 
 SPACING_TOLERANCE = 0.25  # relative difference of periods per year refused between run and file
@@ -75,6 +75,14 @@ class Policy:
     @property
     def info(self) -> dict:
         return self.meta["inference"]
+
+    @property
+    def sigma_star(self) -> float:
+        """The fold's vol_target σ* (fit on its train bars): the prior's and the rival's; NaN
+        where undefined (the prior is then flat) or not saved (a run before issue 58 without a
+        rival, whose agent had no prior)."""
+        star = self.info.get("sigma_star", (self.rival or {}).get("sigma_star"))
+        return float("nan") if star is None else float(star)
 
     @property
     def market_names(self) -> list[str]:
@@ -207,7 +215,10 @@ def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
     aux = np.clip(next_bar_log_return(bars.close) / float(info["aux_scale"]), -clip, clip)
     segment = [policy.start, n]
     data = device_fold_data(normalise(feats.values, policy.normaliser, clip), bars.open,
-                            bars.close, aux, float(info["aux_scale"]), segment, segment, segment)
+                            bars.close, aux, float(info["aux_scale"]), segment, segment, segment,
+                            drift=float(info.get("drift", 0.0)),
+                            prior=vol_target_fraction(trailing_vol(bars.close),
+                                                      policy.sigma_star))
     if "tree_forecast" not in info:
         return data
     column = tree_column(info["tree_forecast"], policy.trees, np.asarray(data.features), clip)
@@ -237,7 +248,8 @@ def act(params, data: FoldData, state: env.EnvState,
     head = make_head(cfg)
     out = jax.vmap(head.network.apply, in_axes=(0, None))(
         params, observe(data, state.t, port, cfg.features))
-    return target, aux, head.describe(out, port[0], data.return_scale[state.t]), out.aux, port
+    return (target, aux, head.describe(out, port[0], bar_context(data, state.t, cfg.env)),
+            out.aux, port)
 
 
 def _when(date: np.datetime64) -> str:
@@ -262,8 +274,7 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
     target, aux, described, forecast, port = jax.tree.map(
         np.asarray, act(policy.params, data, held_state(t, position, data), policy.cfg))
     if policy.rival is not None:  # the fold acts as its rival; the members are reported only
-        close = jnp.asarray(bars.close, jnp.float32)
-        target = vol_target_fraction(trailing_vol(close)[t], policy.rival["sigma_star"])
+        target = data.prior[t]
     labels, scale = make_head(policy.cfg).labels, float(policy.info["aux_scale"])
     members = []
     for s, frac in enumerate(map(float, described.pop("fraction"))):
@@ -297,11 +308,11 @@ def _agent_rollout(params, data: FoldData, start: jax.Array, length: int,
                       jax.random.PRNGKey(cfg.seed + 1))
 
 
-@partial(jax.jit, static_argnums=(3, 4))
-def _rival_rollout(sigma_star: jax.Array, data: FoldData, start: jax.Array, length: int,
-                   cfg: RunConfig) -> Rollout:
-    """`vol_target` at the fold's saved σ* (a `--rival` fold that acts as it)."""
-    return rollout(vol_target_decide(data, cfg, sigma_star), data, start, length, cfg,
+@partial(jax.jit, static_argnums=(2, 3))
+def _rival_rollout(data: FoldData, start: jax.Array, length: int, cfg: RunConfig) -> Rollout:
+    """`vol_target` at the fold's saved σ* (`market_data`'s prior: a `--rival` fold that acts
+    as it)."""
+    return rollout(vol_target_decide(data, cfg), data, start, length, cfg,
                    jax.random.PRNGKey(cfg.seed + 1))
 
 
@@ -320,23 +331,25 @@ def _headline(returns: np.ndarray, ppy: float, baselines: dict[str, np.ndarray],
             "spa": superior_ability(returns, baselines, seed)}
 
 
-def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, Rollout], Rollout]:
+def backtest(policy: Policy,
+             bars: Bars) -> tuple[dict, dict[str, Rollout], Rollout, np.ndarray]:
     """Score the policy on `bars` from `start` to the last bar, starting flat, beside the
     baselines with the same costs: (the summary, every policy's rollout, the random policy's
-    rollouts [R, bars]). The baselines fit to a fold's training data (ridge, gbm, vol target) are
-    left out: the new file has no train or validation block to fit them on. A fold that acts as
-    its rival trades `vol_target` at the fold's saved σ*."""
+    rollouts [R, bars], the prior of each decision [bars] (`scoring.decision_priors`)). The
+    baselines fit to a fold's training data (ridge, gbm, vol target) are left out: the new
+    file has no train or validation block to fit them on. A fold that acts as its rival trades
+    `vol_target` at the fold's saved σ*."""
     data = market_data(policy, bars, min_returns=2)
     cfg, ppy, info = policy.cfg, float(policy.info["periods_per_year"]), policy.info
     start, end = policy.start, len(bars)
     steps = bucket(end - start)
     agent = trim(_agent_rollout(policy.params, data, start, steps, cfg) if policy.rival is None
-                 else _rival_rollout(jnp.float32(policy.rival["sigma_star"]), data, start,
-                                     steps, cfg), end - start, axis=0)
+                 else _rival_rollout(data, start, steps, cfg), end - start, axis=0)
     policies, metrics, rand, _ = compare(agent, data, start, end - start, steps, cfg, ppy,
                                          None)
     rand_sharpes = [float(sharpe(r, ppy)) for r in np.asarray(rand.returns, np.float64)]
     returns = np.asarray(agent.returns, np.float64)
+    priors = decision_priors(data, start, end - start, cfg)
     dates = bars.dates[start:end]
     seen = np.datetime64(info["dates"]["val"][1])
     entry = {
@@ -356,6 +369,8 @@ def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, Rollout], Roll
         "random_test_sharpe_mean": float(np.mean(rand_sharpes)),
         "random_test_sharpe_std": float(np.std(rand_sharpes, ddof=1)),
         "metrics": metrics,
+        "prior": prior_figures(np.asarray(agent.position, np.float64), priors, cfg.env.prior,
+                               ppy),
         "returns_file": str(Path(f"fold_{policy.fold}") / "test_returns.npz"),
     }
     summary = {
@@ -374,7 +389,7 @@ def backtest(policy: Policy, bars: Bars) -> tuple[dict, dict[str, Rollout], Roll
         "config": policy.meta["config"], "fingerprint": policy.meta["fingerprint"],
         "periods_per_year": ppy, "feature_names": info["feature_names"],
     }
-    return summary, policies, rand
+    return summary, policies, rand, priors
 
 
 def backtest_out_dir(out_dir: str | Path, run_dir: str | Path) -> Path:
@@ -390,7 +405,8 @@ def backtest_out_dir(out_dir: str | Path, run_dir: str | Path) -> Path:
 
 
 def write_backtest(out_dir: str | Path, run_dir: str | Path, summary: dict,
-                   policies: dict[str, Rollout], rand: Rollout, dates: np.ndarray) -> Path:
+                   policies: dict[str, Rollout], rand: Rollout, priors: np.ndarray,
+                   dates: np.ndarray) -> Path:
     """Write `out_dir/summary.json`, `out_dir/fold_<k>/test_returns.npz` (a run's format) and
     `out_dir/report.html`; `out_dir` as `backtest_out_dir` accepts it."""
     from rl_trader.report.writer import write_report
@@ -399,7 +415,8 @@ def write_backtest(out_dir: str | Path, run_dir: str | Path, summary: dict,
     entry = summary["folds"][0]
     path = out / entry["returns_file"]
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_returns(path, np.arange(entry["test_start"], entry["test_end"]), dates, policies, rand)
+    save_returns(path, np.arange(entry["test_start"], entry["test_end"]), dates, policies, rand,
+                 priors)
     write_json(out / "summary.json", summary)
     write_report(out)
     return out

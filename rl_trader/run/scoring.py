@@ -21,14 +21,14 @@ from rl_trader.baselines.oracle import oracle_rollout
 from rl_trader.baselines.suite import BASELINES, baseline_rollouts, vol_target_val_returns
 from rl_trader.config import RunConfig
 from rl_trader.data.buckets import trim
-from rl_trader.data.fold_data import FoldData, pad_bars
+from rl_trader.data.fold_data import FoldData, bar_context, pad_bars
+from rl_trader.data.prior import vol_target_positions
 from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.evaluation.headline import headline
-from rl_trader.evaluation.metrics import edge_t, performance, sharpe_of
+from rl_trader.evaluation.metrics import edge_t, performance, prior_figures, sharpe_of
 from rl_trader.evaluation.rollout import Rollout
 from rl_trader.evaluation.selection import best_of, rival_wins
 from rl_trader.evaluation.verdict import finite_or_none
-from rl_trader.evaluation.vol_target import vol_target_scale
 from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.run.prepare import Prepared
 from rl_trader.runtime.devices import describe_device, replicated
@@ -105,16 +105,26 @@ def _ns(dates: np.ndarray) -> np.ndarray:
 
 
 def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
-                 policies: dict[str, Rollout], rand: Rollout) -> None:
+                 policies: dict[str, Rollout], rand: Rollout, prior: np.ndarray) -> None:
     """A `test_returns.npz`: bar indices, dates (int64 ns), the agent's target positions and
-    costs (fraction of equity), every random seed's returns [R, bars] (`random_seeds`) and
-    each policy's per-bar returns (float64)."""
+    costs (fraction of equity), the prior each position was chosen around (`prior_position`:
+    vol_target's under --prior vol_target, else 0; the residual is agent_position − it),
+    every random seed's returns [R, bars] (`random_seeds`) and each policy's per-bar returns
+    (float64)."""
     agent = policies["agent"]
     np.savez(path, bars=bars, agent_position=np.asarray(agent.position, np.float64),
              agent_cost=np.asarray(agent.cost, np.float64),
+             prior_position=np.asarray(prior, np.float64),
              random_seeds=np.asarray(rand.returns, np.float64),
              dates=_ns(dates),
              **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
+
+
+def decision_priors(data: FoldData, start: int, length: int, cfg: RunConfig) -> np.ndarray:
+    """The prior of each decision of a rollout over [start, start + length) (taken at bars
+    start − 1 …, `rollout`): vol_target's position under --prior vol_target, else 0 [length]."""
+    bars = np.arange(start - 1, start - 1 + length)
+    return np.asarray(bar_context(data, bars, cfg.env).prior, np.float64)
 
 
 def save_val_returns(path: Path, bars: np.ndarray, dates: np.ndarray, agent: np.ndarray,
@@ -171,7 +181,7 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
             "agent_val_sharpe": meta["val_sharpe"], "agent_edge_t": finite_or_none(edge),
             "epoch": meta["epoch"],
             "fingerprint": meta["fingerprint"],
-            "sigma_star": float(vol_target_scale(data.prices.close, data.train))})
+            "sigma_star": vol_target_positions(prep.bars.close, *f.train)[1]})
     _, rand_sharpes = _over_seeds(rand, ppy)
     if prep.oracle_position is not None:
         policies["oracle"] = trim(oracle_rollout(
@@ -181,8 +191,9 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
         stitched[name].append(r)
     stitched["random_seeds"].append(rand)
     rel = Path(f"fold_{f.index}") / "test_returns.npz"
+    priors = decision_priors(data, f.test[0], test_len, cfg)
     save_returns(run_dir / rel, np.arange(*f.test), prep.bars.dates[f.test[0]:f.test[1]],
-                 policies, rand)
+                 policies, rand, priors)
     val_rel = Path(f"fold_{f.index}") / VAL_RETURNS_FILE
     val_bars = np.arange(f.val[0], f.val[0] + prep.val_len)
     save_val_returns(run_dir / val_rel, val_bars, prep.bars.dates[val_bars], agent_val,
@@ -209,6 +220,8 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
         "random_test_sharpe_mean": float(np.mean(rand_sharpes)),
         "random_test_sharpe_std": float(np.std(rand_sharpes, ddof=1)),
         "metrics": metrics,
+        "prior": prior_figures(np.asarray(policies["agent"].position, np.float64), priors,
+                               cfg.env.prior, ppy),
         "epochs": history,
         "returns_file": str(rel),
         "val_returns_file": str(val_rel),

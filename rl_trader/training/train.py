@@ -34,7 +34,7 @@ from rl_trader.agent import learner, replay
 from rl_trader.agent.heads import make_head
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.config import RunConfig
-from rl_trader.data.fold_data import FoldData, Obs, market_width, observe_batch
+from rl_trader.data.fold_data import FoldData, Obs, bar_context, market_width, observe_batch
 from rl_trader.evaluation.metrics import sharpe
 from rl_trader.evaluation.rollout import Rollout, rollout
 from rl_trader.evaluation.selection import improves
@@ -107,15 +107,15 @@ def env_step(runner: Runner, fold: FoldData, epsilon: jax.Array | None, head: le
     key, k_act, k_reset = jax.random.split(runner.key, 3)
     envs = runner.envs
     port = batch_portfolio(envs, fold.prices)
+    ctx = bar_context(fold, envs.t, cfg.env)
     if epsilon is None:
         direction, magnitude = learner.random_actions(k_act, envs.t.shape[0], env.N_DIRECTIONS,
-                                                      len(cfg.env.magnitudes))
+                                                      len(env.action_sizes(cfg.env)))
     else:
         obs = observe_batch(fold, envs.t, port, cfg.features)
         out = head.network.apply(runner.learner.params, obs)
-        direction, magnitude = head.explore(k_act, out, port[:, 0], fold.return_scale[envs.t],
-                                            epsilon)
-    target = env.target_fraction(direction, magnitude, cfg.env)
+        direction, magnitude = head.explore(k_act, out, port[:, 0], ctx, epsilon)
+    target = env.target_fraction(direction, magnitude, cfg.env, ctx.prior)
     new, out = jax.vmap(env.step, in_axes=(0, 0, None, None))(envs, target, fold.prices, cfg.env)
     done = out.terminated | out.truncated
     step = replay.Step(state_tm1=envs, direction=direction, magnitude=magnitude,

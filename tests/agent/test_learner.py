@@ -53,8 +53,8 @@ def q_loss_of(out_tm1, online_t, target_t, a_dir, a_mag, r, discount, y, cfg, au
 
 def backups_of(obs_t, r_t, discount_t) -> Backups:
     """Full-action backups with what the generic head reads of them."""
-    return Backups(obs_t=obs_t, position_tm1=None, position_t=None, scale_tm1=None,
-                   scale_t=None, r_t=r_t, discount_t=discount_t)
+    return Backups(obs_t=obs_t, position_tm1=None, position_t=None, ctx_tm1=None,
+                   ctx_t=None, r_t=r_t, discount_t=discount_t)
 
 
 def leaves_with_paths(tree):

@@ -26,10 +26,17 @@ from rl_trader.agent.model_head import (
     position_fractions,
 )
 from rl_trader.config import AgentConfig, EnvConfig, NetConfig, RunConfig
+from rl_trader.data.fold_data import BarContext
 from tests.helpers import P, init_params, make_obs
 
 ENV = EnvConfig(magnitudes=(0.5, 1.0), reward="log")  # K = 5: 0, −0.5, −1, +0.5, +1
 POSITIONS = (0.0, -0.5, -1.0, 0.5, 1.0)
+
+
+def flat_ctx(n: int, scale: float = 0.01) -> BarContext:
+    """The `BarContext` of `n` bars at return scale `scale` with no prior (--prior flat)."""
+    zero = jnp.zeros(n)
+    return BarContext(scale=jnp.full(n, scale), drift=zero, prior=zero, prior_tm1=zero)
 
 
 def out_of(aux, second, w_dir, w_mag) -> ModelOut:
@@ -60,12 +67,12 @@ def test_assembly_by_hand_for_every_held_and_target_position():
     n = len(POSITIONS)
     out = out_of(np.full(n, 0.5), np.full(n, 2.0), np.tile([1.0, 2.0, 3.0], (n, 1)),
                  np.tile([-0.25, 0.25], (n, 1)))
-    q = assemble(out, jnp.asarray(POSITIONS), jnp.full((n,), 0.01), ENV, 100.0)
+    q = assemble(out, jnp.asarray(POSITIONS), flat_ctx(n), ENV, 100.0)
     chex.assert_shape(q, (n, n))
     np.testing.assert_allclose(q, hand, rtol=1e-5, atol=1e-6)
     # the mean-variance reward curves by κ = 100·λ: at λ = 0.1 the a² term is ten times larger
     mv = EnvConfig(magnitudes=(0.5, 1.0), reward="mean_variance", risk_aversion=0.1)
-    q_mv = assemble(out, jnp.asarray(POSITIONS), jnp.full((n,), 0.01), mv, 100.0)
+    q_mv = assemble(out, jnp.asarray(POSITIONS), flat_ctx(n), mv, 100.0)
     a = np.asarray(POSITIONS)
     np.testing.assert_allclose(np.asarray(q_mv) - np.asarray(q), -0.09 * a**2 * np.ones((n, 1)),
                                atol=1e-5)
@@ -119,7 +126,7 @@ def test_the_heads_targets():
     pos_t = jnp.tile(jnp.asarray(POSITIONS), (b, 1))
     disc = jnp.full((b, k), 0.9)
     backups = Backups(obs_t=None, position_tm1=jnp.zeros(b), position_t=pos_t,
-                      scale_tm1=jnp.full(b, 0.01), scale_t=jnp.full(b, 0.01), r_t=None,
+                      ctx_tm1=flat_ctx(b), ctx_t=flat_ctx(b), r_t=None,
                       discount_t=disc)
     loss, info = model_loss(out_tm1, nxt, nxt, backups, y, cfg, ENV, aux_weight=0.5)
     np.testing.assert_allclose(info.aux_loss, np.mean((np.asarray([0.2, -1.0]) - y) ** 2))
@@ -202,7 +209,7 @@ def test_an_update_moves_every_param_and_target_leaf(model_net):
     backups = Backups(obs_t=make_obs(6, (b,)).replace(portfolio=port),
                       position_tm1=jnp.zeros(b), position_t=jnp.tile(jnp.asarray(POSITIONS),
                                                                      (b, 1)),
-                      scale_tm1=jnp.full(b, 0.01), scale_t=jnp.full(b, 0.01),
+                      ctx_tm1=flat_ctx(b), ctx_t=flat_ctx(b),
                       r_t=jnp.zeros((b, k)), discount_t=jnp.full((b, k), 0.9))
     state0 = learner.init_train_state(params, cfg.agent)
     state0 = state0.replace(target_params=jax.tree.map(jnp.zeros_like, params))
@@ -215,3 +222,86 @@ def test_an_update_moves_every_param_and_target_leaf(model_net):
     assert all(jax.tree.leaves(moved)), moved
     want = jax.tree.map(lambda x: cfg.agent.tau * np.asarray(x), state1.params)
     chex.assert_trees_all_close(state1.target_params, want, rtol=1e-6, atol=1e-9)
+
+
+# --- the prior (--prior vol_target) -------------------------------------------------------
+
+PRIOR_ENV = EnvConfig(prior="vol_target")  # residuals 0.25, 0.5, 1, 2; mean-variance, κ = 10
+
+
+def test_residual_positions_reach_both_ends_and_the_zero_action_holds_the_prior():
+    for prior in (0.0, 0.3, 0.8, 1.0):
+        a = np.asarray(position_fractions(PRIOR_ENV, jnp.float32(prior)))
+        assert a[0] == pytest.approx(prior)  # index 0: the flat direction, the zero residual
+        assert a.min() == -1.0 and a.max() == 1.0  # full short and full long reachable
+        assert np.all(np.abs(a) <= 1.0)
+
+
+def test_excess_assembly_is_the_full_reward_less_the_priors_by_hand():
+    """u·v − ½κu²m₂ − cost(u − u₀) (`env.expected_excess_reward`) equals the mean-variance
+    reward of a = π + u at μ = μ_eq + v, less the prior's own, with the prior's move charged
+    to the prior: the Black–Litterman identity of the docstring."""
+    pi, pi_tm1, p, s, ybar, mu_hat, m2_hat = 0.6, 0.55, 0.4, 0.012, 0.05, 0.3, 1.4
+    kappa, c = 10.0, 2e-4
+    out = out_of([mu_hat], [m2_hat], [[0.0, 0.0, 0.0]], [[0.0] * 4])
+    ctx = BarContext(scale=jnp.asarray([s]), drift=jnp.asarray([ybar]),
+                     prior=jnp.asarray([pi]), prior_tm1=jnp.asarray([pi_tm1]))
+    q = np.asarray(assemble(out, jnp.asarray([p]), ctx, PRIOR_ENV, 100.0))[0]
+    m2, v = s**2 * m2_hat, s * (mu_hat - ybar)
+    mu = kappa * pi * m2 - 0.5 * m2 + v  # the equilibrium return tilted by the view
+
+    def mv(a):
+        return a * (mu + 0.5 * m2) - 0.5 * kappa * a**2 * m2
+
+    a = np.asarray(position_fractions(PRIOR_ENV, jnp.float32(pi)))
+    u = a - pi
+    want = 100 * (mv(a) - mv(pi) - c * np.abs(u - (p - pi_tm1)))
+    np.testing.assert_allclose(q, want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("reward", ["mean_variance", "log"])
+def test_forecasts_at_their_train_level_make_the_zero_residual_optimal_at_every_bar(reward):
+    """Issue 58's check: on a market path, with the forecasts equal to their train means
+    (μ̂ = ȳ, m̂₂ its train level) and no learnt continuation, the assembled Q's argmax is the
+    zero residual at every bar, for a holder on the prior's path — whatever the prior's
+    moves, the volatility and the drift level."""
+    rng = np.random.default_rng(0)
+    n = 500
+    cfg = EnvConfig(prior="vol_target", reward=reward)
+    prior = np.clip(np.cumsum(rng.normal(0, 0.05, n)) % 1.3, 0.0, 1.0)  # drifting π_t
+    prior_tm1 = np.concatenate([[prior[0]], prior[:-1]])
+    moved = prior_tm1 * (1 + rng.normal(0, 0.01, n))  # π_{t−1} after a bar's price move
+    ybar = rng.normal(0.05, 0.02, n)
+    second = np.exp(rng.normal(0, 0.5, n))
+    out = ModelOut(aux=jnp.asarray(ybar, jnp.float32), second_moment=jnp.asarray(second,
+                                                                                 jnp.float32),
+                   w_direction=jnp.zeros((n, 3)), w_magnitude=jnp.zeros((n, 4)),
+                   market_weights=jnp.zeros((n, 2)), portfolio_weights=jnp.zeros((n, 5)))
+    ctx = BarContext(scale=jnp.asarray(rng.uniform(0.005, 0.03, n), jnp.float32),
+                     drift=jnp.asarray(ybar, jnp.float32), prior=jnp.asarray(prior, jnp.float32),
+                     prior_tm1=jnp.asarray(prior_tm1, jnp.float32))
+    q = np.asarray(assemble(out, ctx.prior_tm1, ctx, cfg, 100.0))  # held: the prior's path
+    assert np.all(np.argmax(q, -1) == 0)
+    a = np.asarray(position_fractions(cfg, ctx.prior))
+    distinct = np.abs(a - prior[:, None]) > 1e-6  # grid points that move the position
+    assert np.all(q[:, :1] > np.where(distinct, q, -np.inf))  # strictly: not merely a tie
+    # held off the path by the bar's price move, u₀ = p − π_{t−1}: a residual near u₀ may save
+    # cost (the grid's clipped points near a full prior), but c·|u − u₀| + risk < c·|u₀| needs
+    # |u| < 2|u₀|
+    q = np.asarray(assemble(out, jnp.asarray(moved, jnp.float32), ctx, cfg, 100.0))
+    chosen = a[np.arange(n), np.argmax(q, -1)]
+    assert np.all(np.abs(chosen - prior) <= 2 * np.abs(moved - prior_tm1) + 1e-6)
+
+
+def test_a_view_above_the_train_level_tilts_long_and_below_it_short():
+    n = 2
+    out = ModelOut(aux=jnp.asarray([0.5, -0.5]), second_moment=jnp.ones(n),
+                   w_direction=jnp.zeros((n, 3)), w_magnitude=jnp.zeros((n, 4)),
+                   market_weights=jnp.zeros((n, 2)), portfolio_weights=jnp.zeros((n, 5)))
+    ctx = BarContext(scale=jnp.full(n, 0.01), drift=jnp.zeros(n), prior=jnp.full(n, 0.5),
+                     prior_tm1=jnp.full(n, 0.5))
+    q = assemble(out, jnp.full(n, 0.5), ctx, PRIOR_ENV, 100.0)
+    best = np.asarray(position_fractions(PRIOR_ENV, ctx.prior))[np.arange(n),
+                                                                 np.argmax(q, -1)]
+    # u* = v/(κm₂) = 0.005/(10·1e-4) = 5: the grid's largest step, clipped at ±1
+    np.testing.assert_allclose(best, [1.0, -1.0])

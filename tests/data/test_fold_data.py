@@ -21,7 +21,8 @@ def _unpadded(data: FoldData, n: int) -> FoldData:
     """The same fold cut back to its n real bars (what it was before shape buckets)."""
     cut = lambda x: x[:n]  # noqa: E731
     return dataclasses.replace(data, features=cut(data.features), aux_target=cut(data.aux_target),
-                               return_scale=cut(data.return_scale),
+                               return_scale=cut(data.return_scale), drift=cut(data.drift),
+                               prior=cut(data.prior),
                                tree_forecast=cut(data.tree_forecast),
                                prices=env.Prices(open=cut(data.prices.open),
                                                  close=cut(data.prices.close)))

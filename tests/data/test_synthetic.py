@@ -193,3 +193,72 @@ def test_slow_drift_oracle_holds_the_filtered_sign_with_a_band():
                       - 2e-3 * np.abs(np.diff(np.concatenate([[0.0], held]))), 252)
 
     assert at_20bp(m.oracle_position) > at_20bp(sign) and at_20bp(m.oracle_position) > 1.0
+
+
+def test_drift_market_is_unchanged_by_the_no_direction_family():
+    # generate("drift", 3000, 7) before the family shared its generator: close[-1], close[1234],
+    # high[10], low[10], volume[7]
+    b = generate("drift", 3000, 7).bars
+    np.testing.assert_allclose(
+        (b.close[-1], b.close[1234], b.high[10], b.low[10], b.volume[7]),
+        (98.34593453286301, 56.205344037143554, 98.88485765251767, 98.01329071477298,
+         1987575.0), rtol=1e-12, atol=0)
+
+
+def _autocorr(x: np.ndarray, lag: int) -> float:
+    """Sample autocorrelation of x [T] at `lag` bars."""
+    x = x - x.mean()
+    return float(x[:-lag] @ x[lag:] / (x @ x))
+
+
+@pytest.mark.parametrize("name", ["garch_up", "garch_flat", "garch_down"])
+def test_no_direction_markets_have_a_constant_mean_and_clustered_fat_tailed_volatility(name):
+    """r_t = μ + σ_t·ε_t: returns uncorrelated with their past and averaging μ; squared and
+    absolute returns autocorrelated (GARCH around σ = 1.2 %); Student-t tails (excess kurtosis
+    ≫ 0). The oracle is sign(μ)·clip(σ²/σ²_{t+1}, 0.25, 1) with σ_{t+1} recomputed from r_≤t
+    (causal), and beats holding sign(μ) at full size after costs."""
+    from rl_trader.data.synthetic import GARCH_PERSISTENT, MARKETS, NO_DIRECTION
+
+    assert name in NO_DIRECTION
+    spec = MARKETS[name]
+    mu, sd = spec.drift, spec.sigma
+    m = generate(name, 100_000, 3)
+    r = _returns(m)
+    np.testing.assert_array_equal(m.signal, mu)
+    assert abs(r.mean() - mu) < 3 * r.std() / np.sqrt(len(r))
+    np.testing.assert_allclose(r.std(), sd, rtol=0.1)
+    assert all(abs(_autocorr(r, lag)) < 0.03 for lag in range(1, 6))  # no predictable direction
+    assert _autocorr((r - mu) ** 2, 1) > 0.05 and _autocorr(np.abs(r - mu), 1) > 0.15  # clusters
+    z = (r - r.mean()) / r.std()
+    assert np.mean(z**4) - 3.0 > 5.0  # fat tails (with Gaussian ε this GARCH gives about 1.4)
+    a, b = GARCH_PERSISTENT
+    var = np.empty(len(r) + 1)
+    var[0] = sd**2
+    for t in range(len(r)):
+        var[t + 1] = sd**2 * (1 - a - b) + a * (r[t] - mu) ** 2 + b * var[t]
+    want = np.sign(mu) * np.clip(sd**2 / var[1:], 0.25, 1.0)
+    np.testing.assert_allclose(m.oracle_position, want, rtol=1e-9, atol=0)
+    np.testing.assert_array_equal(m.hidden_state_position, m.oracle_position)
+    np.testing.assert_array_equal(m.hidden_state, 0)
+    pos = m.oracle_position
+    if mu == 0:
+        np.testing.assert_array_equal(pos, 0.0)  # flat: nothing to earn
+    else:
+        size = np.abs(pos)
+        assert np.all(np.sign(pos) == np.sign(mu)) and size.min() == 0.25 and size.max() == 1.0
+        oracle, hold = (sharpe(_after_costs(p, r), 252)
+                        for p in (pos, np.full_like(pos, np.sign(mu))))
+        assert oracle > hold > 0.1, (oracle, hold)
+
+
+@pytest.mark.parametrize("name", ["garch_up", "garch_flat", "garch_down"])
+def test_no_direction_markets_are_reproducible_by_seed(name):
+    a, b, c = (generate(name, 2000, s) for s in (5, 5, 6))
+    for x, y, z in ((a.bars.close, b.bars.close, c.bars.close),
+                    (a.bars.volume, b.bars.volume, c.bars.volume),
+                    (a.bars.high, b.bars.high, c.bars.high)):
+        assert np.array_equal(x, y) and not np.array_equal(x, z)
+    np.testing.assert_array_equal(a.oracle_position, b.oracle_position)
+    assert a.bars.sha256 == b.bars.sha256 != c.bars.sha256
+    assert np.all(a.bars.low <= np.minimum(a.bars.open, a.bars.close))
+    assert np.all(a.bars.high >= np.maximum(a.bars.open, a.bars.close))

@@ -10,8 +10,10 @@ import pytest
 
 from experiments.convergence import (
     COSTLY_COSTS,
+    FAMILY,
     FLOORS,
     GATE_SEED_BASE,
+    NO_DIRECTION_MARKETS,
     check_goals,
     main,
     market_config,
@@ -19,7 +21,8 @@ from experiments.convergence import (
 from tests.helpers import TINY_ARGS
 
 GATE = [*TINY_ARGS, "--bars", "1200", "--runs", "1", "--no-report"]
-TRIVIAL = [*(x for name in FLOORS for x in ("--" + name.replace("_", "-"), "-100")),
+TRIVIAL = [*(x for name in FLOORS for x in ("--" + name.replace("_", "-"),
+                                             "100" if name.endswith("_margin") else "-100")),
            "--dsr-max", "1.0", "--spa-min", "0"]
 
 
@@ -41,7 +44,8 @@ def test_gate_passes_when_goals_are_trivially_met_and_writes_every_figure(trivia
     assert status["fold_oracle"] == status["null_dsr"] == status["no_collapse"] == "PASS"
     assert status["null_spa"] == "PASS"
     assert status["supervised_stitched"] in ("PASS", "n/a")  # n/a: ridge and gbm ≤ 0
-    for name in ("sizing_vs_vol_target", "sizing_vs_oracle", "nonlinear_gbm", "costly_drift"):
+    for name in ("sizing_vs_vol_target", "sizing_vs_oracle", "nonlinear_gbm", "costly_drift",
+                 "no_direction_vs_vol_target"):
         assert status[name] == "not run", name
     assert [(r["market"], r["run"]) for r in gate["runs"]] == [("ar1_strong", 0),
                                                               ("random_walk", 0)]
@@ -217,6 +221,66 @@ def test_goals_for_the_sizing_and_the_null_market():
         "PASS", "n/a", "not run"}
 
 
+def test_no_direction_goal_allows_the_agent_the_margin_below_vol_target():
+    """Pass when stitched agent ≥ vol_target − --no-direction-margin (0.1); each judged run's
+    agent, vol_target and gap are in the goal's figures; no vol_target: not gated."""
+    runs = [_run("garch_up", [_fold(1.0, 1.0)], {"agent": 0.5}, {"vol_target": 0.6}),
+            _run("garch_flat", [_fold(0.0, 0.0)], {"agent": -0.05}, {"vol_target": 0.0}),
+            _run("garch_down", [_fold(1.0, 1.0)], {"agent": 0.2}, {"vol_target": 0.35})]
+    goal = check_goals(runs, LIMITS)["no_direction_vs_vol_target"]
+    assert goal["status"] == "FAIL" and len(goal["misses"]) == 1  # 0.2 < 0.35 − 0.1
+    assert goal["misses"][0] == ("garch_down run 0: agent +0.200, vol_target +0.350, "
+                                 "gap -0.150")
+    assert [(f["market"], f["agent"], f["vol_target"]) for f in goal["figures"]] == [
+        ("garch_up", 0.5, 0.6), ("garch_flat", -0.05, 0.0), ("garch_down", 0.2, 0.35)]
+    assert [f["gap"] for f in goal["figures"]] == pytest.approx([-0.1, -0.05, -0.15])
+    assert check_goals(runs, LIMITS | {"no_direction_margin": 0.2})[
+        "no_direction_vs_vol_target"]["status"] == "PASS"
+    assert check_goals(runs[:2], LIMITS | {"no_direction_margin": 0.0})[
+        "no_direction_vs_vol_target"]["misses"] == [
+        "garch_up run 0: agent +0.500, vol_target +0.600, gap -0.100",
+        "garch_flat run 0: agent -0.050, vol_target +0.000, gap -0.050"]
+    runs[2]["stitched"]["agent"] = None  # no stitched figure: a miss
+    assert "agent n/a" in check_goals(runs, LIMITS)["no_direction_vs_vol_target"]["misses"][0]
+    del runs[0]["stitched"]["baselines"]["vol_target"]
+    alone = check_goals(runs[:1], LIMITS)["no_direction_vs_vol_target"]
+    assert (alone["status"], alone["figures"]) == ("n/a", [])
+    assert "figures" not in check_goals(runs, LIMITS)["fold_oracle"]
+
+
+def test_no_direction_markets_are_left_out_of_every_signal_goal():
+    """Their oracle is flat on garch_flat (Sharpe 0: fold_oracle undefined) and no supervised
+    baseline or validation figure gates them: alone, every signal goal is not run; beside a
+    planted market, only its figures are judged."""
+    from rl_trader.data.synthetic import MARKETS, NO_DIRECTION
+
+    assert NO_DIRECTION_MARKETS == NO_DIRECTION == ("garch_up", "garch_flat", "garch_down")
+    assert FAMILY[-3:] == NO_DIRECTION_MARKETS and set(FAMILY) <= set(MARKETS)
+    bad = [_fold(-1.0, 0.0, sup=1.0, last=-1.0, best=1.0)]
+    runs = [_run(m, bad, {"agent": -1.0, "oracle": 0.0, "oracle_ratio": None, "dsr": 0.9,
+                          "spa": 0.0}, {"vol_target": -1.0}) for m in NO_DIRECTION_MARKETS]
+    signal = ("fold_oracle", "supervised_stitched", "supervised_fold", "nonlinear_gbm",
+              "no_collapse", "costly_drift", "sizing_vs_vol_target", "sizing_vs_oracle",
+              "null_dsr", "null_spa")
+    goals = check_goals(runs, LIMITS)
+    assert {name: goals[name]["status"] for name in signal} == dict.fromkeys(signal, "not run")
+    assert goals["no_direction_vs_vol_target"]["status"] == "PASS"  # −1.0 ≥ −1.0 − 0.1
+    goals = check_goals([_run("ar1_weak", [_fold(1.0, 1.0, sup=1.0)]), *runs], LIMITS)
+    for name in ("fold_oracle", "supervised_stitched", "supervised_fold", "no_collapse"):
+        assert goals[name]["status"] == "PASS", (name, goals[name]["misses"])
+
+
+def test_no_direction_markets_run_on_fresh_seeds_at_the_default_costs():
+    from rl_trader.config import RunConfig
+    from rl_trader.data import load
+
+    for k, market in enumerate(NO_DIRECTION_MARKETS):
+        cfg = market_config(RunConfig(), market, 300, k)
+        assert cfg.data.path == f"synthetic:{market}:300:{GATE_SEED_BASE + k}"
+        assert cfg.env == RunConfig().env
+        assert len(load(cfg.data.path).close) == 300
+
+
 def test_the_costly_market_trades_at_twenty_bp_whatever_the_costs_given():
     from rl_trader.config import RunConfig
 
@@ -234,5 +298,6 @@ def test_help_documents_the_gate_options(capsys):
     out = capsys.readouterr().out
     for opt in ("--markets", "--runs", "--bars", "--oracle-floor", "--supervised-floor",
                 "--supervised-fold-floor", "--gbm-floor", "--costly-floor", "--sizing-floor",
-                "--collapse-floor", "--dsr-max", "--out", "--run-dir", "--preset"):
+                "--collapse-floor", "--no-direction-margin", "--dsr-max", "--out",
+                "--run-dir", "--preset"):
         assert opt in out

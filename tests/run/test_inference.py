@@ -22,7 +22,7 @@ from rl_trader.agent.policy import greedy_decide
 from rl_trader.cli import backtest as backtest_cli
 from rl_trader.cli import predict as predict_cli
 from rl_trader.data.features import fit_normaliser
-from rl_trader.data.fold_data import fold_normaliser, observe
+from rl_trader.data.fold_data import bar_context, fold_normaliser, observe
 from rl_trader.data.synthetic import from_spec
 from rl_trader.errors import InputError
 from rl_trader.run import experiment
@@ -120,7 +120,8 @@ def test_predict_matches_the_restored_ensemble_on_the_last_bar(trained, capsys):
     out = jax.vmap(make_head(cfg).network.apply, in_axes=(0, None))(
         params, observe(data, state.t, port, cfg.features))
     n = out.aux.shape[0]
-    q = assemble(out, jnp.zeros(n), jnp.full(n, data.return_scale[state.t]), cfg.env,
+    q = assemble(out, jnp.zeros(n), jax.tree.map(lambda x: jnp.full(n, x),
+                                               bar_context(data, state.t, cfg.env)), cfg.env,
                  cfg.agent.reward_scale)  # flat: the held position is 0
     scale = float(data.return_scale[state.t])
     for s, member in enumerate(pred["members"]):

@@ -5,14 +5,13 @@ import json
 import logging
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from rl_trader.cli import backtest as backtest_cli
 from rl_trader.cli import predict as predict_cli
+from rl_trader.data.prior import trailing_vol, vol_target_fraction, vol_target_scale
 from rl_trader.evaluation.metrics import sharpe_of
-from rl_trader.evaluation.vol_target import trailing_vol, vol_target_fraction, vol_target_scale
 from rl_trader.run import experiment, scoring
 from rl_trader.run.prepare import prepare
 from tests.helpers import tiny_config
@@ -69,9 +68,9 @@ def test_a_fold_whose_rival_wins_on_validation_acts_as_it_everywhere(tmp_path, m
     assert folds[0]["test_sharpe"] != folds[0]["baseline_test_sharpes"]["vol_target"]
     assert folds[1]["test_sharpe"] == folds[1]["baseline_test_sharpes"]["vol_target"]
     rival = json.loads((run_dir / "fold_1" / scoring.RIVAL_FILE).read_text())
-    data = prep.fold_data(1)
     sigma = rival["sigma_star"]
-    assert sigma == pytest.approx(float(vol_target_scale(data.prices.close, data.train)))
+    assert sigma == pytest.approx(vol_target_scale(trailing_vol(prep.bars.close),
+                                                  *prep.folds[1].train))
     assert (rival["agent_val_sharpe"], rival["epoch"]) == (folds[1]["val_sharpe"],
                                                            folds[1]["best_epoch"])
     assert rival["agent_edge_t"] == 3.0
@@ -87,7 +86,7 @@ def test_a_fold_whose_rival_wins_on_validation_acts_as_it_everywhere(tmp_path, m
     csv = write_csv(prep.bars, tmp_path / "bars.csv")
     assert predict_cli.main([str(run_dir), csv, "--json"]) == 0
     pred = json.loads(capsys.readouterr().out)
-    vol = np.asarray(trailing_vol(jnp.asarray(prep.bars.close, jnp.float32)))
+    vol = trailing_vol(prep.bars.close)
     assert pred["acts_as"] == "vol_target"
     assert pred["target"]["fraction"] == pytest.approx(
         float(vol_target_fraction(vol[-1], sigma)), rel=1e-5)
