@@ -128,6 +128,10 @@ class EnvConfig:
         "(σ̂ the trailing 20-bar volatility, σ* its train median), with the action a residual "
         "around it, clip(prior + residual, -1, 1), and the model head scoring the residual's "
         "excess over the prior; flat: the action is the position itself", choices=PRIORS)
+    prior_scale: float = option(
+        1.0, "k of the prior min(1, k·σ*/σ̂) (--prior vol_target): σ* as a multiple of "
+        "vol_target's; below 1 the prior holds less than vol_target (the same Sharpe while the "
+        "cap at 1 is idle) and leaves the residual room on the long side")
     magnitudes: tuple[float, ...] = option(
         (0.25, 0.5, 0.75, 1.0), "position sizes as fractions of equity, comma-separated "
         "(--prior flat)")
@@ -143,6 +147,7 @@ class EnvConfig:
 
     def validate(self) -> None:
         _check(self.prior in PRIORS, "--prior", "one of " + ", ".join(PRIORS), self.prior)
+        _check(0 < self.prior_scale <= 1, "--prior-scale", "in (0, 1]", self.prior_scale)
         _check(len(self.magnitudes) >= 1 and all(0 < m <= 1 for m in self.magnitudes),
                "--magnitudes", "values in (0, 1]", self.magnitudes)
         _check(len(self.residuals) >= 1 and all(0 < m <= 2 for m in self.residuals),

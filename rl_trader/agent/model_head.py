@@ -27,8 +27,9 @@ The target network is the Polyak EMA of the whole tree (`learner.apply_loss`). S
 bootstrap (truncation), ruin does not.
 
 **The prior** (`EnvConfig.prior` vol_target). The K actions are residuals u around the prior
-π_t = min(1, σ*/σ̂_t) (`FoldData.prior`), the position a = clip(π_t + u, −1, 1), and the reward
-term is the residual's excess over the prior (`env.expected_excess_reward`):
+π_t = min(1, k·σ*/σ̂_t) (`fold_data.prior_position`, k = `EnvConfig.prior_scale`), the
+position a = clip(π_t + u, −1, 1), and the reward term is the residual's excess over the prior
+(`env.expected_excess_reward`):
 
     Q(x, p, u) = ρ·[u·v − ½κ·u²·m₂ − cost(u − u₀)] + C(x, u),
     u = a − π_t,  u₀ = p − π_{t−1},  v = s·(μ̂(x) − ȳ)

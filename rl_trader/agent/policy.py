@@ -23,9 +23,11 @@ def greedy_decide(params, data: FoldData, cfg: RunConfig) -> Decide:
     def decide(key, state, port):
         del key
         out = apply(params, observe(data, state.t, port, cfg.features))
-        target, q = head.greedy(out, port[0], bar_context(data, state.t, cfg.env))
+        ctx = bar_context(data, state.t, cfg.env)
+        target, q = head.greedy(out, port[0], ctx)
         return target, Aux(market_weights=out.market_weights.mean(0),
                            portfolio_weights=out.portfolio_weights.mean(0),
-                           q=jnp.asarray(q, jnp.float32), forecast=out.aux.mean())
+                           q=jnp.asarray(q, jnp.float32), forecast=out.aux.mean(),
+                           prior=ctx.prior)
 
     return decide

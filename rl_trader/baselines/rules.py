@@ -1,6 +1,6 @@
 """The rule baselines: constant positions (buy-and-hold, flat), k-bar momentum, the random
 policy and volatility targeting; none is fit to data beyond vol targeting's train median
-(its position is the data's, `FoldData.prior`)."""
+(its position is the data's, `FoldData.vol_ratio`)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,6 @@ def random_decide(data: FoldData, cfg: RunConfig) -> Decide:
 
 def vol_target_decide(data: FoldData, cfg: RunConfig) -> Decide:
     """Buy-and-hold scaled to the constant target volatility σ*: min(1, σ*/σ̂_t), computed in
-    data preparation with σ* from the train bars (`FoldData.prior`, `data.prior`)."""
+    data preparation with σ* from the train bars (`FoldData.vol_ratio`, `data.prior`)."""
     aux = no_aux(data, cfg)
-    return lambda key, state, port: (data.prior[state.t], aux)
+    return lambda key, state, port: (jnp.minimum(1.0, data.vol_ratio[state.t]), aux)

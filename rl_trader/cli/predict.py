@@ -68,9 +68,13 @@ def print_prediction(pred: dict) -> None:
                       *(num(q) for q in qs), *(num(m[key], spec) for _, key, spec in tail))
     console.print(table)
     t = pred["target"]
+    prior = pred["prior"]
+    split = ("" if prior["kind"] == "flat" else
+             f" = prior {prior['fraction']:+.3f} ({prior['kind']}) + residual "
+             f"{prior['residual']:+.3f}")
     console.print(f"target for the next bar (filled at its open): [bold]{t['direction']}[/] "
-                  f"{t['magnitude']:.3f} of equity (fraction {t['fraction']:+.3f}; held now "
-                  f"{pred['position_held']:+.3f})"
+                  f"{t['magnitude']:.3f} of equity (fraction {t['fraction']:+.3f}{split}; held "
+                  f"now {pred['position_held']:+.3f})"
                   + ("" if pred.get("acts_as", "agent") == "agent" else
                      f": the fold acts as {pred['acts_as']}, over which these members "
                      "showed no edge on validation (--rival); their choices above do not "

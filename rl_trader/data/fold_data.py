@@ -33,7 +33,7 @@ from rl_trader.data.features import (
     normalise,
 )
 from rl_trader.data.folds import Fold
-from rl_trader.data.prior import vol_target_positions
+from rl_trader.data.prior import vol_target_positions, vol_target_ratios
 from rl_trader.env import PORTFOLIO_NAMES, Prices
 
 
@@ -59,9 +59,9 @@ class FoldData:
     # float32 [T_b]: ȳ, the mean of `aux_target` over the train bars of each bar's instrument
     # (the forecast's unconditional level: the drift that belongs to the prior)
     drift: jax.Array
-    # float32 [T_b]: vol_target's position min(1, σ*/σ̂_t) (`data.prior`), σ* fit on the train
-    # bars of each bar's instrument: the `vol_target` baseline and the agent's prior
-    prior: jax.Array
+    # float32 [T_b]: σ*/σ̂_t (`data.prior.vol_ratio`), σ* fit on the train bars of each bar's
+    # instrument: the `vol_target` baseline holds min(1, ·), the agent's prior min(1, k·)
+    vol_ratio: jax.Array
     train: jax.Array  # int32 [2]: half-open bar range
     val: jax.Array  # int32 [2]
     test: jax.Array  # int32 [2]
@@ -94,14 +94,19 @@ class BarContext:
     prior_tm1: jax.Array  # π_{t−1}: the prior the held position was set against
 
 
+def prior_position(data: FoldData, bar: jax.Array, cfg: EnvConfig) -> jax.Array:
+    """The agent's prior at `bar` (any shape): π_t = min(1, k·σ*/σ̂_t), k = `cfg.prior_scale`,
+    under `cfg.prior` vol_target (k = 1: vol_target's own position), else 0."""
+    if cfg.prior == "flat":
+        return jnp.zeros(jnp.shape(bar), jnp.float32)
+    return jnp.minimum(1.0, cfg.prior_scale * data.vol_ratio[bar])
+
+
 def bar_context(data: FoldData, bar: jax.Array, cfg: EnvConfig) -> BarContext:
-    """The `BarContext` of decisions at `bar` (any shape): the prior is vol_target's position
-    (`FoldData.prior`) under `cfg.prior` vol_target, else 0; π_{t−1} at bar 0 is π_0."""
-    on = cfg.prior == "vol_target"
-    zero = jnp.zeros(jnp.shape(bar), jnp.float32)
+    """The `BarContext` of decisions at `bar` (any shape); π_{t−1} at bar 0 is π_0."""
     return BarContext(scale=data.return_scale[bar], drift=data.drift[bar],
-                      prior=data.prior[bar] if on else zero,
-                      prior_tm1=data.prior[jnp.maximum(bar - 1, 0)] if on else zero)
+                      prior=prior_position(data, bar, cfg),
+                      prior_tm1=prior_position(data, jnp.maximum(bar - 1, 0), cfg))
 
 
 def market_width(data: FoldData) -> int:
@@ -136,17 +141,17 @@ def _normalised(values: np.ndarray, close: np.ndarray, start: int, end: int,
     bar, each fit on its bars [start, end) (`segment_normaliser`, `prior_and_drift`)."""
     norm, scale = segment_normaliser(values, close, start, end)
     aux = np.clip(next_bar_log_return(close) / scale, -clip, clip)
-    prior, drift = prior_and_drift(close, aux, start, end)
+    ratio, drift = ratio_and_drift(close, aux, start, end)
     return (normalise(values, norm, clip), aux, np.full(len(close), scale),
-            np.full(len(close), drift), prior)
+            np.full(len(close), drift), ratio)
 
 
-def prior_and_drift(close: np.ndarray, aux_target: np.ndarray, start: int,
+def ratio_and_drift(close: np.ndarray, aux_target: np.ndarray, start: int,
                     end: int) -> tuple[np.ndarray, float]:
-    """vol_target's position [T] with σ* fit on the train bars [start, end)
-    (`prior.vol_target_positions`), and ȳ = mean(aux_target[t], start ≤ t < end − 1): the
-    bars whose next bar is in the train segment too."""
-    return (vol_target_positions(close, start, end)[0],
+    """σ*/σ̂ [T] with σ* fit on the train bars [start, end) (`prior.vol_target_ratios`), and
+    ȳ = mean(aux_target[t], start ≤ t < end − 1): the bars whose next bar is in the train
+    segment too."""
+    return (vol_target_ratios(close, start, end)[0],
             float(np.mean(aux_target[start:end - 1])))
 
 
@@ -167,13 +172,13 @@ def make_fold_data(open_: np.ndarray, close: np.ndarray, feats: MarketFeatures, 
     features, opens, closes, auxes, scales, drifts, priors = (
         np.concatenate(x) for x in zip(*parts, strict=True))
     return device_fold_data(features, opens, closes, auxes, scales, fold.train, fold.val,
-                            fold.test, episodes, drift=drifts, prior=priors)
+                            fold.test, episodes, drift=drifts, vol_ratio=priors)
 
 
 def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
                      aux_target: np.ndarray, return_scale: np.ndarray | float, train, val, test,
                      episodes: Sequence[Sequence[int]] | None = None, *,
-                     drift: np.ndarray | float, prior: np.ndarray) -> FoldData:
+                     drift: np.ndarray | float, vol_ratio: np.ndarray) -> FoldData:
     """`FoldData` from host arrays over T bars (features [T, F], the rest [T]; `return_scale`
     and `drift` [T] or one value for every bar) and segment bounds (half-open bar ranges;
     `episodes` [I, 2], default the train segment alone): float32 on the device, the bar axis
@@ -184,7 +189,8 @@ def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
                     prices=Prices(open=pad_bars(open_), close=pad_bars(close)),
                     aux_target=pad_bars(aux_target),
                     return_scale=pad_bars(np.broadcast_to(return_scale, every)),
-                    drift=pad_bars(np.broadcast_to(drift, every)), prior=pad_bars(prior),
+                    drift=pad_bars(np.broadcast_to(drift, every)),
+                    vol_ratio=pad_bars(vol_ratio),
                     train=jnp.asarray(train, jnp.int32), val=jnp.asarray(val, jnp.int32),
                     test=jnp.asarray(test, jnp.int32),
                     episodes=jnp.asarray(np.asarray(episodes, np.int32).reshape(-1, 2)),
@@ -215,7 +221,7 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
     checking new bars' overlap)."""
     norm, scale = fold_normaliser(feats.values, close, fold)
     aux = np.clip(next_bar_log_return(close) / scale, -cfg.features.clip, cfg.features.clip)
-    _, drift = prior_and_drift(close, aux, *fold.train)
+    _, drift = ratio_and_drift(close, aux, *fold.train)
     day = np.datetime_as_string(np.asarray(dates, "datetime64[s]"))
     return {"feature_names": list(feats.names), "first_valid": int(feats.first_valid),
             "normaliser": {"mean": [float(x) for x in norm.mean],

@@ -32,6 +32,7 @@ class Aux:
     q: jax.Array  # scalar: the agent's Q of its greedy action (reward units × reward_scale)
     forecast: jax.Array  # scalar: the forecast ŷ_t of the next-bar return (normalised like
     # `FoldData.aux_target`): the agent's aux head (ensemble mean), ridge's fit; 0 for the rest
+    prior: jax.Array  # scalar: the position the agent's zero action held (--prior); 0 else
 
 
 def jit_per_program(*static_argnums: int) -> Callable[[Callable], Callable]:
@@ -69,6 +70,7 @@ class Rollout:
     q: jax.Array  # the agent's Q of its greedy action at the decision (0 for baselines)
     forecast: jax.Array  # ŷ of the next-bar return at the decision (`Aux.forecast`)
     reward: jax.Array  # the learning reward of the step × reward_scale (Q's units)
+    prior: jax.Array  # the prior the target was chosen around (`Aux.prior`)
 
 
 def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: RunConfig,
@@ -85,7 +87,7 @@ def rollout(decide: Decide, data: FoldData, start: jax.Array, length: int, cfg: 
                             turnover=out.turnover, market_weights=aux.market_weights,
                             portfolio_weights=aux.portfolio_weights, q=aux.q,
                             forecast=aux.forecast,
-                            reward=out.reward * cfg.agent.reward_scale)
+                            reward=out.reward * cfg.agent.reward_scale, prior=aux.prior)
 
     _, result = jax.lax.scan(body, state, jax.random.split(key, length))
     return result
@@ -108,6 +110,6 @@ def no_aux(data: FoldData, cfg: RunConfig) -> Aux:
     forecast."""
     return Aux(market_weights=jnp.zeros(market_width(data)),
                portfolio_weights=jnp.zeros(len(env.PORTFOLIO_NAMES)), q=jnp.float32(0.0),
-               forecast=jnp.float32(0.0))
+               forecast=jnp.float32(0.0), prior=jnp.float32(0.0))
 
 

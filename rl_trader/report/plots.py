@@ -35,8 +35,9 @@ _EXTRA = ("#d62728", "#bcbd22", "#7f7f7f", "#aec7e8")
 class FoldReturns:
     """One fold's (or the stitched) test-block records, each [n] over the block's bars: x axis
     values (dates or bars), per-strategy simple returns, and where the file has them the agent's
-    position (signed fraction of equity), its cost per bar (fraction of equity) and the random
-    policy's returns for every seed ([R, n])."""
+    position (signed fraction of equity), its cost per bar (fraction of equity), the random
+    policy's returns for every seed ([R, n]) and the prior the position was chosen around
+    (`--prior`; all 0 under flat)."""
 
     fold: int
     x: np.ndarray
@@ -44,6 +45,7 @@ class FoldReturns:
     position: np.ndarray | None = None
     cost: np.ndarray | None = None
     random_seeds: np.ndarray | None = None
+    prior: np.ndarray | None = None
 
 
 def label(name: str) -> str:
@@ -117,7 +119,8 @@ def stitch(folds: Sequence[FoldReturns]) -> FoldReturns:
     return FoldReturns(-1, np.concatenate([f.x for f in folds]),
                        {n: np.concatenate([f.series[n] for f in folds]) for n in names},
                        _join([f.position for f in folds]), _join([f.cost for f in folds]),
-                       _join([f.random_seeds for f in folds], axis=1))
+                       _join([f.random_seeds for f in folds], axis=1),
+                       _join([f.prior for f in folds]))
 
 
 def _log_if_wide(ax: plt.Axes, label: bool = True) -> None:
@@ -285,11 +288,22 @@ def learning_curves(epochs: Mapping[int, Sequence[Mapping]], best: Mapping[int, 
     return to_png(fig)
 
 
+def has_prior(s: FoldReturns) -> bool:
+    """Whether `s` records a prior the positions were chosen around (not flat)."""
+    return s.prior is not None and bool(np.any(s.prior != 0))
+
+
 def positions(s: FoldReturns, window: int) -> str:
-    """The agent's position over the stitched test blocks and its trailing `window`-bar mean."""
+    """The agent's position over the stitched test blocks and its trailing `window`-bar mean;
+    with a prior (`--prior vol_target`) the prior and the residual (position − prior) too."""
     fig, ax = _frame(2.4)
     ax.fill_between(s.x, s.position, step="post", color=COLORS["agent"], alpha=0.35, lw=0,
                     label="position (fraction of equity)")
+    if has_prior(s):
+        ax.step(s.x, s.prior, where="post", color=COLORS["vol_target"], lw=1.0,
+                label="prior (vol target)")
+        ax.step(s.x, s.position - s.prior, where="post", color="#d62728", lw=0.7,
+                label="residual (position − prior)")
     if len(s.position) >= window:
         mean = np.convolve(s.position, np.ones(window) / window, "valid")
         ax.plot(s.x[window - 1:], mean, color="#111111", lw=1.0,

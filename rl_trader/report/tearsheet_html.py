@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rl_trader.evaluation.metrics import cagr, exposure, sharpe
+from rl_trader.evaluation.metrics import cagr, exposure, prior_figures, sharpe
 from rl_trader.evaluation.stats import moments
 from rl_trader.report import plots
 from rl_trader.report.figures import Figures
@@ -29,16 +29,26 @@ def _when(x: np.ndarray, i: int) -> str:
     return f"bar {int(x[i])}"
 
 
-def positions(s: FoldReturns, figure: Figures) -> list[str]:
-    """The agent's position over time and its long / short / flat shares of bars."""
+def positions(s: FoldReturns, ppy: float, figure: Figures) -> list[str]:
+    """The agent's position over time and its long / short / flat shares of bars; with a prior,
+    the residual's mean |·| and the turnover it adds (`metrics.prior_figures`)."""
     parts = [heading("Positions and exposure", "positions")]
     p = s.position
     if p is None:
         return [*parts, note("No agent_position in this run's returns files.")]
-    return [*parts, img(figure(plots.positions, s, WINDOW), "agent position"), table(
+    parts += [img(figure(plots.positions, s, WINDOW), "agent position"), table(
         ["long", "short", "flat", "exposure (mean |position|)", "mean position (net long)"],
         [[num(np.mean(p > 0), "%"), num(np.mean(p < 0), "%"), num(np.mean(p == 0), "%"),
           num(exposure(p), ".2f"), num(float(np.mean(p)), "+.2f")]])]
+    if not plots.has_prior(s):
+        return parts
+    fig = prior_figures(p, s.prior, "vol_target", ppy)
+    return [*parts, table(
+        ["mean prior", "mean |residual|", "turnover the residual adds (a year)"],
+        [[num(fig["prior_mean"], ".2f"), num(fig["mean_abs_residual"], ".3f"),
+          num(fig["turnover_added"], "+.1f")]]),
+        note("The agent holds clip(prior + residual, −1, 1): the prior is vol_target's "
+             "position min(1, σ*/σ̂), the residual what the agent learnt to add (--prior).")]
 
 
 def rolling(s: FoldReturns, ppy: float, figure: Figures) -> list[str]:
@@ -149,5 +159,5 @@ def costs(s: FoldReturns, stitched: dict, ppy: float, figure: Figures) -> list[s
 def sections(s: FoldReturns, summary: dict, ppy: float, figure: Figures) -> list[str]:
     """Every tear-sheet section over the stitched record `s`, as HTML fragments (the figures
     drawn by `figure`)."""
-    return [*positions(s, figure), *rolling(s, ppy, figure), *calendar(s), *drawdown_table(s),
+    return [*positions(s, ppy, figure), *rolling(s, ppy, figure), *calendar(s), *drawdown_table(s),
             *distribution(s, figure), *costs(s, summary.get("stitched") or {}, ppy, figure)]

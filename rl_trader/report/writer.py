@@ -106,8 +106,8 @@ def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
 
     Every 1-D numeric array other than `NOT_RETURNS` and names ending in `NOT_RETURNS_SUFFIXES`
     is a strategy's returns (known ones first, in `STRATEGIES` order); agent_position,
-    agent_cost and random_seeds are kept when present with the right length (older runs lack
-    them: None)."""
+    agent_cost, random_seeds and prior_position are kept when present with the right length
+    (older runs lack them: None)."""
     from rl_trader.report.plots import FoldReturns
 
     raw, notes = [], []
@@ -146,11 +146,12 @@ def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
             continue
         extra = {name: arrays[name].astype(np.float64)
                  if name in arrays and arrays[name].shape[-1:] == (n,) else None
-                 for name in ("agent_position", "agent_cost", "random_seeds")}
+                 for name in ("agent_position", "agent_cost", "random_seeds", "prior_position")}
         if extra["random_seeds"] is not None and extra["random_seeds"].ndim != 2:
             extra["random_seeds"] = None
         out.append(FoldReturns(int(fold), x, series, extra["agent_position"],
-                               extra["agent_cost"], extra["random_seeds"]))
+                               extra["agent_cost"], extra["random_seeds"],
+                               extra["prior_position"]))
     return out, notes
 
 

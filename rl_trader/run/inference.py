@@ -36,7 +36,7 @@ from rl_trader.data import Bars
 from rl_trader.data.buckets import bucket, trim
 from rl_trader.data.features import Normaliser, compute_features, next_bar_log_return, normalise
 from rl_trader.data.fold_data import FoldData, bar_context, device_fold_data, observe
-from rl_trader.data.prior import trailing_vol, vol_target_fraction
+from rl_trader.data.prior import trailing_vol, vol_ratio
 from rl_trader.errors import InputError
 from rl_trader.evaluation.headline import superior_ability
 from rl_trader.evaluation.metrics import geometric_mean_positive, prior_figures, sharpe
@@ -44,7 +44,7 @@ from rl_trader.evaluation.rollout import Aux, Rollout, rollout
 from rl_trader.evaluation.stats import min_track_record_length, moments, probabilistic_sharpe_ratio
 from rl_trader.run.checkpoint import FoldCheckpoints, fingerprint
 from rl_trader.run.prepare import TREE_FORECAST_NAME
-from rl_trader.run.scoring import RIVAL_FILE, compare, decision_priors, save_returns
+from rl_trader.run.scoring import RIVAL_FILE, compare, save_returns
 from rl_trader.runtime.rundir import write_json
 
 SPACING_TOLERANCE = 0.25  # relative difference of periods per year refused between run and file
@@ -217,8 +217,7 @@ def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
     data = device_fold_data(normalise(feats.values, policy.normaliser, clip), bars.open,
                             bars.close, aux, float(info["aux_scale"]), segment, segment, segment,
                             drift=float(info.get("drift", 0.0)),
-                            prior=vol_target_fraction(trailing_vol(bars.close),
-                                                      policy.sigma_star))
+                            vol_ratio=vol_ratio(trailing_vol(bars.close), policy.sigma_star))
     if "tree_forecast" not in info:
         return data
     column = tree_column(info["tree_forecast"], policy.trees, np.asarray(data.features), clip)
@@ -274,7 +273,7 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
     target, aux, described, forecast, port = jax.tree.map(
         np.asarray, act(policy.params, data, held_state(t, position, data), policy.cfg))
     if policy.rival is not None:  # the fold acts as its rival; the members are reported only
-        target = data.prior[t]
+        target = jnp.minimum(1.0, data.vol_ratio[t])
     labels, scale = make_head(policy.cfg).labels, float(policy.info["aux_scale"])
     members = []
     for s, frac in enumerate(map(float, described.pop("fraction"))):
@@ -283,6 +282,7 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
         members.append({"member": s, "direction": _direction(frac), "magnitude": abs(frac),
                         "fraction": frac, **q, "aux_next_log_return": float(forecast[s]) * scale})
     fraction = float(target)
+    prior = float(bar_context(data, t, policy.cfg.env).prior)
     return {
         "run_dir": str(policy.run_dir), "fold": policy.fold, "epoch": policy.epoch,
         "acts_as": policy.acts_as,
@@ -292,6 +292,9 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
         "last_close": float(bars.close[t]), "position_held": float(position),
         "target": {"direction": _direction(fraction), "magnitude": abs(fraction),
                    "fraction": fraction},
+        # the position the zero action holds (--prior) and what the agent adds to it
+        "prior": {"kind": policy.cfg.env.prior, "fraction": prior,
+                  "residual": fraction - prior},
         "members": members,
         "market_vsn_weights": dict(zip(policy.market_names, map(float, aux.market_weights),
                                        strict=True)),
@@ -335,7 +338,7 @@ def backtest(policy: Policy,
              bars: Bars) -> tuple[dict, dict[str, Rollout], Rollout, np.ndarray]:
     """Score the policy on `bars` from `start` to the last bar, starting flat, beside the
     baselines with the same costs: (the summary, every policy's rollout, the random policy's
-    rollouts [R, bars], the prior of each decision [bars] (`scoring.decision_priors`)). The
+    rollouts [R, bars], the prior of each decision [bars] (`Rollout.prior`)). The
     baselines fit to a fold's training data (ridge, gbm, vol target) are left out: the new
     file has no train or validation block to fit them on. A fold that acts as its rival trades
     `vol_target` at the fold's saved σ*."""
@@ -349,7 +352,7 @@ def backtest(policy: Policy,
                                          None)
     rand_sharpes = [float(sharpe(r, ppy)) for r in np.asarray(rand.returns, np.float64)]
     returns = np.asarray(agent.returns, np.float64)
-    priors = decision_priors(data, start, end - start, cfg)
+    priors = np.asarray(agent.prior, np.float64)
     dates = bars.dates[start:end]
     seen = np.datetime64(info["dates"]["val"][1])
     entry = {

@@ -21,7 +21,7 @@ from rl_trader.baselines.oracle import oracle_rollout
 from rl_trader.baselines.suite import BASELINES, baseline_rollouts, vol_target_val_returns
 from rl_trader.config import RunConfig
 from rl_trader.data.buckets import trim
-from rl_trader.data.fold_data import FoldData, bar_context, pad_bars
+from rl_trader.data.fold_data import FoldData, pad_bars
 from rl_trader.data.prior import vol_target_positions
 from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.evaluation.headline import headline
@@ -120,13 +120,6 @@ def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
              **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
 
 
-def decision_priors(data: FoldData, start: int, length: int, cfg: RunConfig) -> np.ndarray:
-    """The prior of each decision of a rollout over [start, start + length) (taken at bars
-    start − 1 …, `rollout`): vol_target's position under --prior vol_target, else 0 [length]."""
-    bars = np.arange(start - 1, start - 1 + length)
-    return np.asarray(bar_context(data, bars, cfg.env).prior, np.float64)
-
-
 def save_val_returns(path: Path, bars: np.ndarray, dates: np.ndarray, agent: np.ndarray,
                      vol_target: np.ndarray) -> None:
     """A fold's `val_returns.npz`: its validation block's bar indices, their dates (int64 ns),
@@ -191,7 +184,7 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
         stitched[name].append(r)
     stitched["random_seeds"].append(rand)
     rel = Path(f"fold_{f.index}") / "test_returns.npz"
-    priors = decision_priors(data, f.test[0], test_len, cfg)
+    priors = np.asarray(agent.prior, np.float64)  # the prior of each decision (0: flat)
     save_returns(run_dir / rel, np.arange(*f.test), prep.bars.dates[f.test[0]:f.test[1]],
                  policies, rand, priors)
     val_rel = Path(f"fold_{f.index}") / VAL_RETURNS_FILE

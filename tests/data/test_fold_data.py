@@ -3,6 +3,7 @@
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rl_trader import env
@@ -11,7 +12,14 @@ from rl_trader.agent.policy import greedy_decide
 from rl_trader.baselines.ridge import fit_ridge
 from rl_trader.baselines.suite import baseline_rollouts
 from rl_trader.data.buckets import trim
-from rl_trader.data.fold_data import FoldData, Obs, market_width, observe
+from rl_trader.data.fold_data import (
+    FoldData,
+    Obs,
+    bar_context,
+    market_width,
+    observe,
+    prior_position,
+)
 from rl_trader.evaluation.rollout import rollout
 from rl_trader.run.prepare import prepare
 from tests.helpers import init_params, tiny_config
@@ -22,7 +30,7 @@ def _unpadded(data: FoldData, n: int) -> FoldData:
     cut = lambda x: x[:n]  # noqa: E731
     return dataclasses.replace(data, features=cut(data.features), aux_target=cut(data.aux_target),
                                return_scale=cut(data.return_scale), drift=cut(data.drift),
-                               prior=cut(data.prior),
+                               vol_ratio=cut(data.vol_ratio),
                                tree_forecast=cut(data.tree_forecast),
                                prices=env.Prices(open=cut(data.prices.open),
                                                  close=cut(data.prices.close)))
@@ -84,3 +92,20 @@ def test_observe_passes_the_portfolio_features_as_they_are():
     full = observe(data, bar, port, cfg.features)
     np.testing.assert_array_equal(np.asarray(full.portfolio), port)
     np.testing.assert_array_equal(np.asarray(full.window[-1]), np.asarray(full.market))
+
+
+def test_the_prior_is_vol_targets_position_scaled_by_k():
+    """`prior_position`: min(1, k·σ*/σ̂) under --prior vol_target (k = 1: the `vol_target`
+    baseline's own position), 0 under flat; the context's π_{t−1} is the bar before's."""
+    prep = prepare(tiny_config())
+    data = prep.fold_data(0)
+    bars = jnp.arange(30, 60)
+    ratio = np.asarray(data.vol_ratio[bars])
+    for k in (1.0, 0.5):
+        cfg = dataclasses.replace(prep.cfg.env, prior="vol_target", prior_scale=k)
+        np.testing.assert_allclose(prior_position(data, bars, cfg), np.minimum(1.0, k * ratio))
+        ctx = bar_context(data, bars, cfg)
+        np.testing.assert_allclose(ctx.prior_tm1[1:], ctx.prior[:-1])
+    assert not np.any(prior_position(data, bars, dataclasses.replace(prep.cfg.env,
+                                                                     prior="flat")))
+    assert 0 < ratio.min() < 1 < ratio.max()

@@ -4,8 +4,10 @@ and causal."""
 import numpy as np
 
 from rl_trader.data.prior import (
+    RATIO_MAX,
     VOL_WINDOW,
     trailing_vol,
+    vol_ratio,
     vol_target_fraction,
     vol_target_positions,
     vol_target_scale,
@@ -41,3 +43,11 @@ def test_undefined_and_zero_volatility():
                                   [0.0, 1.0, 0.5])
     np.testing.assert_array_equal(vol_target_fraction(np.array([0.0]), 0.0), [0.0])
     np.testing.assert_array_equal(trailing_vol(np.ones(VOL_WINDOW)), np.full(VOL_WINDOW, np.nan))
+
+
+def test_the_ratio_gives_vol_targets_position_and_a_scaled_prior():
+    vol = np.array([np.nan, 0.0, 0.02, 0.01, 0.004])
+    ratio = vol_ratio(vol, 0.01)
+    np.testing.assert_array_equal(ratio, [0.0, RATIO_MAX, 0.5, 1.0, 2.5])
+    np.testing.assert_array_equal(np.minimum(1.0, ratio), vol_target_fraction(vol, 0.01))
+    np.testing.assert_array_equal(np.minimum(1.0, 0.5 * ratio), [0.0, 1.0, 0.25, 0.5, 1.0])
