@@ -29,7 +29,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from rl_trader.baselines.ridge import Forecast, forecast_val_sharpes
+from rl_trader.baselines.ridge import RIDGE_ALPHAS, Forecast, forecast_val_returns
 from rl_trader.baselines.tree_cache import cached, fit_key, sklearn_version
 from rl_trader.config import GBM_ITERATIONS, RunConfig
 from rl_trader.data.features import Normaliser, fit_normaliser, normalise
@@ -52,6 +52,7 @@ class GbmFit:
     leaves: int
     iterations: int
     val_sharpe: np.ndarray  # [len(GBM_LEAVES), I] per-bar validation Sharpe, I iteration counts
+    val_returns: np.ndarray  # [len(GBM_LEAVES)·I, val_steps] each candidate's validation returns
     # the chosen leaf count's regressor, fit to the largest iteration count (`predict_trees`),
     # pickled: a fit read from the tree cache does not import scikit-learn (~1.3 s a process)
     # unless its trees are loaded (`load_trees`)
@@ -104,13 +105,15 @@ def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
     y_hat, models = cached(fit_key("gbm pickled", (x, y, rows), _settings(iterations=counts)),
                            lambda: _staged_fits(x, y, rows, counts))
     scale = np.maximum(np.sqrt(np.mean(y_hat[:, rows] ** 2, axis=1)), 1e-12).astype(np.float32)
-    sharpes = np.asarray(forecast_val_sharpes(Forecast(y_hat=y_hat, scale=scale), data,
-                                              val_steps, cfg), np.float64)
+    sharpes, returns = forecast_val_returns(Forecast(y_hat=y_hat, scale=scale), data,
+                                            val_steps, cfg)
+    sharpes = np.asarray(sharpes, np.float64)
     best = int(np.argmax(np.where(np.isnan(sharpes), -np.inf, sharpes)))
     n_it = len(counts)
     return GbmFit(forecast=Forecast(y_hat=y_hat[best], scale=scale[best]),
                   leaves=GBM_LEAVES[best // n_it], iterations=counts[best % n_it],
-                  val_sharpe=sharpes.reshape(len(GBM_LEAVES), n_it), model=models[best // n_it])
+                  val_sharpe=sharpes.reshape(len(GBM_LEAVES), n_it),
+                  val_returns=np.asarray(returns, np.float64), model=models[best // n_it])
 
 
 def predict_trees(model, iterations: int, features: np.ndarray) -> np.ndarray:
@@ -180,6 +183,21 @@ class TreeForecastChoice:
         verdict = ("used", ">") if self.used else ("zero", "<=")
         return (f"{verdict[0]} (validation Sharpe a bar: gbm {self.gbm_val_sharpe:.3f} "
                 f"{verdict[1]} ridge {self.ridge_val_sharpe:.3f})")
+
+
+def tree_forecast_trials(mode: str, fit: GbmFit, ridge_returns: np.ndarray | None,
+                         iterations: tuple[int, ...], val_len: int) -> dict[str, np.ndarray]:
+    """The candidates whose validation returns chose a fold's tree-forecast column, each one
+    trial of the run's DSR and PBO: every gbm (leaves, iterations) of the grid the column's
+    fit was chosen from, and with `mode` validation every ridge penalty its on/off choice was
+    compared with (`ridge_returns` [len(RIDGE_ALPHAS), ≥ val_len]); name → returns [val_len]
+    over the validation block's bars."""
+    names = [f"gbm leaves={leaves} iterations={n}" for leaves in GBM_LEAVES for n in iterations]
+    out = dict(zip(names, np.asarray(fit.val_returns, np.float64)[:, :val_len], strict=True))
+    if mode == "validation":
+        out |= {f"ridge alpha={a:g}": r[:val_len] for a, r in
+                zip(RIDGE_ALPHAS, np.asarray(ridge_returns, np.float64), strict=True)}
+    return out
 
 
 def _best(sharpes: np.ndarray) -> float:

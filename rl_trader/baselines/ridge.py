@@ -47,6 +47,8 @@ class RidgeFit:
     scale: jax.Array  # s: root mean square of ŷ over the train rows
     alpha: jax.Array  # the penalty chosen (absolute, = n_train × a grid value)
     val_sharpe: jax.Array  # [len(RIDGE_ALPHAS)] per-bar validation Sharpe of each penalty
+    # [len(RIDGE_ALPHAS), val_steps]: each penalty's validation returns (the choice's trials)
+    val_returns: jax.Array
 
 
 def forecast_position(y_hat: jax.Array, scale: jax.Array) -> jax.Array:
@@ -86,14 +88,15 @@ def forecast_decide(f: Forecast, data: FoldData, cfg: RunConfig) -> Decide:
 
 
 @jit_per_program(2, 3)
-def forecast_val_sharpes(forecasts: Forecast, data: FoldData, val_steps: int,
-                         cfg: RunConfig) -> jax.Array:
-    """Per-bar validation Sharpe [C] of C candidate forecasts (leaves [C, ...]) traded by
-    `forecast_position` through the env: the selection criterion of the fitted baselines."""
+def forecast_val_returns(forecasts: Forecast, data: FoldData, val_steps: int,
+                         cfg: RunConfig) -> tuple[jax.Array, jax.Array]:
+    """C candidate forecasts (leaves [C, ...]) traded by `forecast_position` through the env on
+    the validation block: (per-bar Sharpe [C], the selection criterion of the fitted baselines;
+    per-bar returns [C, val_steps])."""
     def one(f):
         r = rollout(forecast_decide(f, data, cfg), data, data.val[0], val_steps, cfg,
                     jax.random.PRNGKey(0))
-        return sharpe(r.returns, 1.0, valid=data.val[1] - data.val[0])
+        return sharpe(r.returns, 1.0, valid=data.val[1] - data.val[0]), r.returns
 
     return jax.vmap(one)(forecasts)
 
@@ -117,16 +120,18 @@ def fit_ridge(data: FoldData, val_steps: int, cfg: RunConfig) -> RidgeFit:
     def fit_one(alpha):
         beta, b = ridge_solve(data.features, data.aux_target, w, alpha)
         return RidgeFit(beta=beta, intercept=b, scale=weighted_rms(data.features @ beta + b, w),
-                        alpha=alpha, val_sharpe=jnp.float32(0.0))
+                        alpha=alpha, val_sharpe=jnp.float32(0.0),
+                        val_returns=jnp.zeros(val_steps))
 
-    def val_sharpe(fit):
+    def validate(fit):
         r = rollout(ridge_decide(fit, data, cfg), data, data.val[0], val_steps, cfg,
                     jax.random.PRNGKey(0))
-        return sharpe(r.returns, 1.0, valid=data.val[1] - data.val[0])
+        return sharpe(r.returns, 1.0, valid=data.val[1] - data.val[0]), r.returns
 
     fits = jax.vmap(fit_one)(alphas)
-    sharpes = jax.vmap(val_sharpe)(fits)
+    sharpes, returns = jax.vmap(validate)(fits)
     best = jnp.argmax(jnp.where(jnp.isnan(sharpes), -jnp.inf, sharpes))
-    return jax.tree.map(lambda x: x[best], fits).replace(val_sharpe=sharpes)
+    return jax.tree.map(lambda x: x[best], fits).replace(val_sharpe=sharpes,
+                                                           val_returns=returns)
 
 

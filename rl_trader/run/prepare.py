@@ -19,8 +19,10 @@ import numpy as np
 from rl_trader.baselines.gbm import (
     GbmFit,
     TreeForecastChoice,
+    candidate_iterations,
     choose_tree_forecast,
     fit_gbm,
+    tree_forecast_trials,
     with_tree_forecast,
 )
 from rl_trader.baselines.ridge import fit_ridge
@@ -52,8 +54,11 @@ class Prepared:
     pool_segments: tuple[tuple[PoolSegment, ...], ...] = ()
     # the gbm baseline's fits made so far, by fold (`gbm_fit`)
     gbm_fits: dict[int, GbmFit] = field(default_factory=dict, compare=False, repr=False)
-    # with --tree-forecast, each fold's choice, made by `fold_data`
+    # with --tree-forecast, each fold's choice, made by `fold_data`, and the candidates'
+    # validation returns it was made on (`gbm.tree_forecast_trials`: trials of the DSR and PBO)
     tree_forecast_choices: dict[int, TreeForecastChoice] = field(
+        default_factory=dict, compare=False, repr=False)
+    tree_forecast_trials: dict[int, dict[str, np.ndarray]] = field(
         default_factory=dict, compare=False, repr=False)
 
     @property
@@ -118,10 +123,13 @@ class Prepared:
         if mode == "off":
             return data
         fit = self.gbm_fit(k, data)
-        ridge = (np.asarray(fit_ridge(data, self.val_steps, cfg).val_sharpe)
-                 if mode == "validation" else None)
+        ridge = fit_ridge(data, self.val_steps, cfg) if mode == "validation" else None
         data, self.tree_forecast_choices[k] = with_tree_forecast(
-            data, fit, fold.gap, clip, choose_tree_forecast(mode, fit, ridge))
+            data, fit, fold.gap, clip, choose_tree_forecast(
+                mode, fit, None if ridge is None else np.asarray(ridge.val_sharpe)))
+        self.tree_forecast_trials[k] = tree_forecast_trials(
+            mode, fit, None if ridge is None else np.asarray(ridge.val_returns),
+            candidate_iterations(cfg), self.val_len)
         return data
 
     def gbm_fit(self, k: int, data: FoldData) -> GbmFit:

@@ -155,6 +155,24 @@ def rival_trials(folds: list[dict], rival: str) -> list[dict]:
             for f in folds]
 
 
+def forecast_trials(prep: Prepared) -> list[dict]:
+    """The trials of the folds' tree-forecast column (`Prepared.tree_forecast_trials`): each
+    candidate whose validation Sharpe its choice looked at (the gbm grid; with --tree-forecast
+    validation ridge's penalties too), as {fold, forecast, val_sharpe} (annualised)."""
+    return [{"fold": k, "forecast": name, "val_sharpe": sharpe_of(r, prep.periods_per_year)}
+            for k, cands in sorted(prep.tree_forecast_trials.items())
+            for name, r in cands.items()]
+
+
+def with_forecast_rows(prep: Prepared, val_matrix: list[list[np.ndarray]]
+                       ) -> list[list[np.ndarray]]:
+    """Each fold's PBO trial matrix (per epoch [ensembles, val_len]) with the rows of its
+    tree-forecast column's candidates ([C, val_len], `forecast_trials`) after them."""
+    return [[*m, *([np.stack(list(prep.tree_forecast_trials[k].values()))]
+                   if prep.tree_forecast_trials.get(k) else [])]
+            for k, m in enumerate(val_matrix)]
+
+
 def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: FoldData,
                 ckpt: FoldCheckpoints, history: list[dict], val_matrix: list[np.ndarray],
                 stitched: dict[str, list], gbm_fit: GbmFit) -> dict:
@@ -260,6 +278,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                                      history[k], val_matrix[k], stitched, gbm_fits.result(k))
         if cfg.train.rival != "off":
             trials = trials + rival_trials([entries[k] for k in scored], cfg.train.rival)
+    trials = trials + forecast_trials(prep)
     for c in ckpts:
         c.close()
     cat = {name: _concat(rs, axis=1 if name == "random_seeds" else 0)  # random_seeds: [R, bars]
@@ -267,7 +286,8 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
     summary = {"folds": entries, "stitched_test_sharpe": None,
                "stitched_buy_and_hold_test_sharpe": None, "geo_mean_test_sharpe": None}
     if scored:
-        head = headline(np.asarray(cat["agent"].returns, np.float64), trials, val_matrix, ppy,
+        head = headline(np.asarray(cat["agent"].returns, np.float64), trials,
+                        with_forecast_rows(prep, val_matrix), ppy,
                         {name: np.asarray(cat[name].returns, np.float64) for name in BASELINES},
                         cfg.seed, [entries[k]["test_sharpe"] for k in scored],
                         cfg.train.prior_trials)

@@ -143,7 +143,7 @@ def test_the_cross_fitted_forecast_never_comes_from_trees_fit_on_its_bar():
 
 def _fake_fit(val_sharpe) -> GbmFit:
     return GbmFit(forecast=None, leaves=4, iterations=25,
-                  val_sharpe=np.asarray(val_sharpe, np.float64))
+                  val_sharpe=np.asarray(val_sharpe, np.float64), val_returns=np.zeros((0, 0)))
 
 
 def test_the_validation_mode_uses_the_trees_only_where_they_beat_ridge_on_validation():

@@ -8,6 +8,8 @@ import jax
 import numpy as np
 import pytest
 
+from rl_trader.baselines.gbm import GBM_LEAVES, candidate_iterations
+from rl_trader.baselines.ridge import RIDGE_ALPHAS
 from rl_trader.cli import backtest as backtest_cli
 from rl_trader.cli import predict as predict_cli
 from rl_trader.data.prior import trailing_vol, vol_target_fraction, vol_target_scale
@@ -35,6 +37,22 @@ def test_test_blocks_are_scored_by_the_validation_program(tmp_path, caplog):
     compiled = [r.getMessage() for r in caplog.records
                 if r.getMessage().startswith("Compiling jit(evaluate_ensemble)")]
     assert len(compiled) == 1, compiled
+    # every choice made on validation is a trial: each epoch's ensemble, the rival, and the
+    # candidates of the tree-forecast column's choice (the gbm grid, ridge's penalties)
+    trials, n_folds = summary["trials"], len(prep.folds)
+    n_forecast = len(GBM_LEAVES) * len(candidate_iterations(prep.cfg)) + len(RIDGE_ALPHAS)
+    assert n_forecast == 3 * 3 + 7  # the smoke preset's 25, 50 and 100 trees
+    assert sum("forecast" in t for t in trials) == n_folds * n_forecast
+    assert sum("epoch" in t for t in trials) == n_folds * prep.cfg.train.epochs
+    assert sum("rival" in t for t in trials) == n_folds
+    assert len(trials) == n_folds * (prep.cfg.train.epochs + 1 + n_forecast)
+    assert summary["headline"]["n_trials"] == len(trials) + 4321
+    for k in range(n_folds):
+        rows = scoring.with_forecast_rows(prep, [[np.zeros((1, prep.val_len))]] * n_folds)[k]
+        assert [r.shape for r in rows] == [(1, prep.val_len), (n_forecast, prep.val_len)]
+        cands = prep.tree_forecast_trials[k]
+        assert [t["val_sharpe"] for t in trials if t.get("forecast") and t["fold"] == k] == [
+            sharpe_of(r, prep.periods_per_year) for r in cands.values()]
 
 
 

@@ -11,7 +11,7 @@ from jax.sharding import Mesh
 
 from rl_trader.agent.learner import HParams
 from rl_trader.baselines.oracle import oracle_rollout
-from rl_trader.baselines.ridge import Forecast, forecast_val_sharpes
+from rl_trader.baselines.ridge import Forecast, forecast_val_returns
 from rl_trader.baselines.suite import baseline_rollouts, vol_target_val_returns
 from rl_trader.config import DataConfig, FoldConfig, program_config
 from rl_trader.run.prepare import prepare
@@ -102,7 +102,7 @@ def test_no_program_reads_a_field_that_program_config_drops():
     jax.eval_shape(partial(oracle_rollout.__wrapped__, length=length, cfg=unread),
                    jnp.zeros(data.prices.close.shape), data, data.test[0])
     forecasts = Forecast(y_hat=jnp.zeros((2,) + data.aux_target.shape), scale=jnp.ones(2))
-    jax.eval_shape(partial(forecast_val_sharpes.__wrapped__, val_steps=prep.val_steps,
+    jax.eval_shape(partial(forecast_val_returns.__wrapped__, val_steps=prep.val_steps,
                            cfg=unread), forecasts, data)
     jax.eval_shape(partial(vol_target_val_returns.__wrapped__, val_steps=prep.val_steps,
                            cfg=unread), data)
