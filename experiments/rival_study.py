@@ -42,6 +42,7 @@ from experiments.convergence import (
     DSR_MAX,
     FAMILY,
     FLOORS,
+    NO_DIRECTION_MARKETS,
     NULL_MARKETS,
     SPA_MIN,
     check_goals,
@@ -224,8 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         limits = {**{k: v[0] for k, v in FLOORS.items()}, "dsr_max": DSR_MAX,
                   "spa_min": SPA_MIN}
         goals = {name: check_goals(runs, limits) for name, runs in gate.items()}
+        unplanted = (*NULL_MARKETS, *NO_DIRECTION_MARKETS)
         planted = [r["delta"] for r in rows
-                   if (m := GATE_RUN.match(Path(r["run_dir"]).name)) and m[1] not in NULL_MARKETS]
+                   if (m := GATE_RUN.match(Path(r["run_dir"]).name)) and m[1] not in unplanted]
         pm, ps = _mean_se(planted) if planted else (math.nan, math.nan)
         print(f"planted pairs: {len(planted)}, Δ {pm:+.3f} ± {ps:.3f}")
         for name in goals["base"]:

@@ -14,6 +14,7 @@ def prediction(portfolio_weights: dict[str, float]) -> dict:
     return {"fold": 2, "epoch": 3, "last_date": "2018-12-31", "last_bar": 5030,
             "members": [member], "position_held": 0.0,
             "target": {"direction": "long", "magnitude": 0.5, "fraction": 0.5},
+            "prior": {"kind": "flat", "fraction": 0.0, "residual": 0.5},
             "market_vsn_weights": {"ret_1": 0.7, "vol_20": 0.3},
             "portfolio_vsn_weights": portfolio_weights}
 
@@ -36,3 +37,14 @@ def test_a_fold_acting_as_its_rival_says_so(capsys):
     print_prediction({**prediction({"position": 0.0}), "acts_as": "vol_target"})
     out = " ".join(capsys.readouterr().out.split())
     assert "the fold acts as vol_target" in out and "do not act" in out
+
+
+def test_the_target_is_told_as_prior_plus_residual(capsys):
+    """`--prior vol_target`: the target is printed as the prior plus the agent's residual;
+    under flat the prior is not mentioned."""
+    print_prediction(prediction({"position": 0.0}))
+    assert "prior" not in capsys.readouterr().out
+    print_prediction({**prediction({"position": 0.0}),
+                      "prior": {"kind": "vol_target", "fraction": 0.8, "residual": -0.3}})
+    out = " ".join(capsys.readouterr().out.split())
+    assert "fraction +0.500 = prior +0.800 (vol_target) + residual -0.300" in out

@@ -43,8 +43,9 @@ def test_each_fold_gets_the_edge_t_of_the_baselines_own_trading_on_its_train_bar
                                 gbm)
         ppy = prep.periods_per_year
         assert f["gbm_train_sharpe"] == pytest.approx(sharpe_of(ref["gbm"].returns, ppy))
+        # two programs of the same float32 rollout: XLA may fuse the step differently
         assert f["vol_target_train_sharpe"] == pytest.approx(
-            sharpe_of(ref["vol_target"].returns, ppy))
+            sharpe_of(ref["vol_target"].returns, ppy), rel=1e-5)
     assert np.isfinite([f["gbm_train_edge_t"] for f in folds]).all()
 
 
