@@ -23,6 +23,7 @@ from rl_trader.cli import backtest as backtest_cli
 from rl_trader.cli import predict as predict_cli
 from rl_trader.data.features import fit_normaliser
 from rl_trader.data.fold_data import bar_context, fold_normaliser, observe
+from rl_trader.data.prior import vol_target_positions
 from rl_trader.data.synthetic import from_spec
 from rl_trader.errors import InputError
 from rl_trader.run import experiment
@@ -266,3 +267,40 @@ def test_a_run_saved_with_a_removed_option_is_refused_in_one_line(tmp_path):
     with pytest.raises(InputError, match=r"agent.sizing='forecast', an option removed") as err:
         load_policy(tmp_path)
     assert "\n" not in str(err.value) and "study 12" in str(err.value)
+
+
+def test_a_run_with_the_prior_acts_and_reports_prior_plus_residual(tmp_path, capsys):
+    """`--prior vol_target`: scoring, `predict` and `backtest` all act around the prior
+    min(1, σ*/σ̂) of the fold's own σ* (saved with the checkpoint), record it per decision
+    (`prior_position`) and split the target into prior + residual."""
+    cfg = tiny_config()
+    prep = prepare(dataclasses.replace(
+        cfg, env=dataclasses.replace(cfg.env, prior="vol_target"),
+        train=dataclasses.replace(cfg.train, rival="off")))
+    run_dir = tmp_path / "run"
+    summary = experiment.run_experiment(prep, run_dir, log=lambda _: None)
+    fold = prep.folds[-1]
+    vt, star = vol_target_positions(prep.bars.close, *fold.train)
+    with np.load(run_dir / summary["folds"][-1]["returns_file"]) as z:
+        decided = z["bars"] - 1  # each bar's position is decided at the previous close
+        np.testing.assert_allclose(z["prior_position"], vt[decided], rtol=1e-6)
+        residual = z["agent_position"] - z["prior_position"]
+    figures = summary["folds"][-1]["prior"]
+    assert figures["prior"] == "vol_target"
+    assert figures["mean_abs_residual"] == pytest.approx(np.mean(np.abs(residual)), rel=1e-6)
+    csv = write_csv(prep.bars, tmp_path / "bars.csv")
+    code, out, err = run_cli(predict_cli.main, [str(run_dir), csv, "--json"], capsys)
+    assert code == 0, err
+    pred = json.loads(out)
+    assert pred["prior"]["kind"] == "vol_target"
+    assert pred["prior"]["fraction"] == pytest.approx(vt[-1], rel=1e-6)
+    assert pred["target"]["fraction"] == pytest.approx(
+        pred["prior"]["fraction"] + pred["prior"]["residual"])
+    assert load_policy(run_dir).sigma_star == pytest.approx(star)
+    code, _, err = run_cli(backtest_cli.main, [str(run_dir), csv, "--out",
+                                               str(tmp_path / "bt")], capsys)
+    assert code == 0, err
+    bt = json.loads((tmp_path / "bt" / "summary.json").read_text())
+    assert bt["folds"][0]["prior"]["prior"] == "vol_target"
+    with np.load(tmp_path / "bt" / bt["folds"][0]["returns_file"]) as z:
+        np.testing.assert_allclose(z["prior_position"], vt[z["bars"] - 1], rtol=1e-6)
