@@ -191,3 +191,16 @@ def test_edge_t_is_the_paired_t_of_the_unit_volatility_difference():
     assert M.edge_t(b, a) == pytest.approx(-M.edge_t(a, b), rel=1e-12)
     assert (M.edge_t(a, b) > 0) == (a.mean() / a.std(ddof=1) > b.mean() / b.std(ddof=1))
     assert math.isnan(M.edge_t(a, a)) and math.isnan(M.edge_t([0.1], [0.2]))
+
+
+def test_prior_figures_by_hand():
+    """p = [0.5, 1, 1], π = [0.5, 0.5, 0.75]: residuals 0, .5, .25 (mean |u| 0.25); target
+    moves .5, .5, 0 and prior moves .5, 0, .25 from flat: (1/3 − 0.25)·252 = 21 a year added."""
+    got = M.prior_figures(np.array([0.5, 1.0, 1.0]), np.array([0.5, 0.5, 0.75]), "vol_target",
+                          252)
+    assert got["prior"] == "vol_target"
+    assert got["prior_mean"] == pytest.approx(1.75 / 3)
+    assert got["mean_abs_residual"] == pytest.approx(0.25)
+    assert got["turnover_added"] == pytest.approx((1.0 / 3 - 0.25) * 252)
+    with pytest.raises(ValueError, match="differ in length"):
+        M.prior_figures(np.zeros(2), np.zeros(3), "flat", 252)
