@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl_trader import env
 from rl_trader.agent.learner import TrainState, policy_params
 from rl_trader.baselines.gbm import TREES_FILE, GbmFits, save_trees
 from rl_trader.data.buckets import trim
@@ -218,7 +219,8 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
     progress = Progress(epochs_done=0, stopped={}, epoch_seconds=[],
                         data_sha256=prep.data_sha256, folds=[f.to_dict() for f in prep.folds])
     run = Run(prep=prep, run_dir=run_dir, cohort=c, log=log,
-              fingerprint=fingerprint(template.params, cfg.net, len(cfg.env.magnitudes)),
+              fingerprint=fingerprint(template.params, cfg.net,
+                                      len(env.action_sizes(cfg.env))),
               template=template, checkpoints=[], resume_state=ResumeState(run_dir / "resume"),
               writers=[ScalarWriter(run_dir / "tensorboard" / f"fold_{f.index}")
                        if pid == 0 else None for f in prep.folds], t_start=t_start,

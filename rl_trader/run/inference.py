@@ -135,7 +135,7 @@ def restore_acting(directory: Path, cfg: RunConfig, n_features: int, seeds: int,
     unless the stored fingerprint equals that of the network `cfg` builds. Reads either layout
     (`FoldCheckpoints.restore_acting`)."""
     learner = learner_template(cfg, n_features, seeds)
-    fp = fingerprint(learner.params, cfg.net, len(cfg.env.magnitudes))
+    fp = fingerprint(learner.params, cfg.net, len(env.action_sizes(cfg.env)))
     with FoldCheckpoints(directory, fp, {}, read_only=True) as ckpt:
         return ckpt.restore_acting(learner, cfg.train.eval_params, epoch)
 
