@@ -4,12 +4,12 @@
 
 Each DIR holds gate runs MARKET-run<k> (`experiments.convergence`, `experiments/gate_study.sh`);
 the (market, run) pairs both hold are compared. Prints per pair the stitched test Sharpe of
-each design, `vol_target`'s and the difference DESIGN − BASE; then the planted markets'
-(all but the null and the no-direction markets) mean difference ± one standard error (ddof 1
-over pairs) with the count above and below, and per design the no-direction markets' gaps to
-`vol_target`. Where DESIGN's folds record a prior (`--prior vol_target`), the residual's mean
-|u| and the turnover it adds (`metrics.prior_figures`, averaged over folds). Writes every
-figure as JSON to --out (default: print only).
+each design, `vol_target`'s (DESIGN's run) and the difference DESIGN − BASE; then the planted
+markets' (all but the null and the no-direction markets) mean difference ± one standard error
+(ddof 1 over pairs) with the count above and below. Where DESIGN's folds record a prior
+(`--prior vol_target`), the residual's mean |u| and the turnover it adds
+(`metrics.prior_figures`, averaged over folds). Writes every figure as JSON to --out (default:
+print only).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def gate_runs(directory: Path) -> dict[tuple[str, int], dict]:
 
 
 def _vol_target(s: dict) -> float | None:
-    return (s.get("stitched") or {}).get("vol_target", {}).get("sharpe")
+    return ((s.get("stitched") or {}).get("vol_target") or {}).get("sharpe")
 
 
 def _prior(s: dict) -> dict | None:

@@ -107,7 +107,9 @@ def flat_obs(data: FoldData, state: tenv.EnvState, fcfg: FeatureConfig) -> jax.A
 def make_env_fns(cfg: RunConfig, reward_scale: float):
     """Jitted `reset(data, t0, stop) → (state, obs)` and
     `step(data, state, action) → (new_state, obs, reward, terminated, truncated)`."""
-    n_mag, ecfg = len(cfg.env.magnitudes), cfg.env
+    # the peers' DQN acts on positions: no prior, whatever the run's configuration
+    ecfg = dataclasses.replace(cfg.env, prior="flat")
+    n_mag = len(ecfg.magnitudes)
 
     def reset(data, t0, stop):
         state = tenv.reset(t0, stop)

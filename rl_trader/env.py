@@ -174,8 +174,9 @@ def expected_excess_reward(held: jax.Array, residual: jax.Array, view: jax.Array
         a·(μ + ½m₂) − ½κa²m₂ − [π·(μ + ½m₂) − ½κπ²m₂] = u·v − ½κu²m₂,
 
     and the trade splits into the prior's own move and the residual's (`cost` charged on
-    each, an upper bound of the netted fill's). With v = 0 and u₀ = 0 every term is ≤ 0 and 0
-    only at u = 0: the zero residual is the optimum, not merely reachable."""
+    each, an upper bound of the netted fill's). With v = 0 and u₀ = 0 every term is ≤ 0 and,
+    given κ·m₂ > 0 or costs on, 0 only at u = 0: the zero residual is the strict optimum in u
+    (the clip at ±1 only removes candidates; at π = 1 every long action gives u = 0)."""
     kappa = risk_curvature(cfg)
     return (residual * view - 0.5 * kappa * residual**2 * second_moment
             - trade_cost(residual - held, cfg))

@@ -157,7 +157,7 @@ def assemble(out: ModelOut, position: jax.Array, ctx: BarContext, cfg: EnvConfig
 
     Under `cfg.prior` flat the reward term is `env.expected_reward` of moving p → a with
     μ = s·μ̂, m₂ = s²·m̂₂. Under vol_target it is the residual's excess over the prior,
-    `env.expected_excess_reward` with ρ = a − π_t (a = clip(π_t + residual)), ρ₀ = p − π_{t−1}
+    `env.expected_excess_reward` with u = a − π_t (a = clip(π_t + residual)), u₀ = p − π_{t−1}
     and the view v = s·(μ̂ − ȳ): forecasts at their train level leave the prior optimal."""
     chex.assert_equal_shape([out.aux, position, ctx.scale])
     s = ctx.scale

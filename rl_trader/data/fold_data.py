@@ -34,7 +34,7 @@ from rl_trader.data.features import (
 )
 from rl_trader.data.folds import Fold
 from rl_trader.data.prior import vol_target_positions, vol_target_ratios
-from rl_trader.env import PORTFOLIO_NAMES, Prices
+from rl_trader.env import PORTFOLIO_NAMES, Prices, action_sizes
 
 
 @struct.dataclass
@@ -138,7 +138,7 @@ def fold_normaliser(values: np.ndarray, close: np.ndarray,
 def _normalised(values: np.ndarray, close: np.ndarray, start: int, end: int,
                 clip: float) -> tuple[np.ndarray, ...]:
     """(features, aux target, its scale, its train mean ȳ, the prior) of one instrument per
-    bar, each fit on its bars [start, end) (`segment_normaliser`, `prior_and_drift`)."""
+    bar, each fit on its bars [start, end) (`segment_normaliser`, `ratio_and_drift`)."""
     norm, scale = segment_normaliser(values, close, start, end)
     aux = np.clip(next_bar_log_return(close) / scale, -clip, clip)
     ratio, drift = ratio_and_drift(close, aux, start, end)
@@ -215,9 +215,10 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
     """What acting with the fold's policy on new bars needs besides the weights (JSON-able):
     the train-fit normaliser (`mean`, `std` per feature, in `feature_names` order), the aux
     target's scale (the aux head predicts log(c_{t+1} / c_t) / aux_scale), the feature warm-up
-    (`first_valid` bars), look-back, clip, magnitudes, portfolio feature names, periods per
+    (`first_valid` bars), look-back, clip, the magnitude branch's sizes (`magnitudes`: the
+    positions, or the residuals under --prior vol_target), portfolio feature names, periods per
     year, the prior's train-fit σ* (`sigma_star`, NaN: undefined) and the forecast's train
-    level ȳ (`drift`, `prior_and_drift`), and the first/last date of each segment (ISO, for
+    level ȳ (`drift`, `ratio_and_drift`), and the first/last date of each segment (ISO, for
     checking new bars' overlap)."""
     norm, scale = fold_normaliser(feats.values, close, fold)
     aux = np.clip(next_bar_log_return(close) / scale, -cfg.features.clip, cfg.features.clip)
@@ -227,7 +228,7 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
             "normaliser": {"mean": [float(x) for x in norm.mean],
                            "std": [float(x) for x in norm.std]},
             "aux_scale": scale, "lookback": cfg.features.lookback, "clip": cfg.features.clip,
-            "magnitudes": list(cfg.env.magnitudes), "portfolio_names": list(PORTFOLIO_NAMES),
+            "magnitudes": list(action_sizes(cfg.env)), "portfolio_names": list(PORTFOLIO_NAMES),
             "periods_per_year": float(ppy),
             "sigma_star": finite_or_none(vol_target_positions(close, *fold.train)[1]),
             "drift": drift,

@@ -167,9 +167,11 @@ def forecast_trials(prep: Prepared) -> list[dict]:
 def with_forecast_rows(prep: Prepared, val_matrix: list[list[np.ndarray]]
                        ) -> list[list[np.ndarray]]:
     """Each fold's PBO trial matrix (per epoch [ensembles, val_len]) with the rows of its
-    tree-forecast column's candidates ([C, val_len], `forecast_trials`) after them."""
+    tree-forecast column's candidates ([C, val_len], `forecast_trials`) after them (issue 58:
+    every choice made on validation that shapes what the agent does enters the PBO); a fold
+    with no epoch (stopped before its first) keeps no matrix."""
     return [[*m, *([np.stack(list(prep.tree_forecast_trials[k].values()))]
-                   if prep.tree_forecast_trials.get(k) else [])]
+                   if m and prep.tree_forecast_trials.get(k) else [])]
             for k, m in enumerate(val_matrix)]
 
 
@@ -202,7 +204,9 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
         stitched[name].append(r)
     stitched["random_seeds"].append(rand)
     rel = Path(f"fold_{f.index}") / "test_returns.npz"
-    priors = np.asarray(agent.prior, np.float64)  # the prior of each decision (0: flat)
+    # the prior of each decision (0: flat, or a fold acting as its rival: no agent acts)
+    priors = (np.asarray(agent.prior, np.float64) if acts_as == "agent"
+              else np.zeros(test_len))
     save_returns(run_dir / rel, np.arange(*f.test), prep.bars.dates[f.test[0]:f.test[1]],
                  policies, rand, priors)
     val_rel = Path(f"fold_{f.index}") / VAL_RETURNS_FILE
