@@ -205,11 +205,6 @@ def pad_bars(x: np.ndarray) -> jax.Array:
     return jnp.asarray(np.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1), mode="edge"))
 
 
-def finite_or_none(x: float) -> float | None:
-    """`x`, or None where it is NaN or infinite (JSON has no NaN)."""
-    return x if np.isfinite(x) else None
-
-
 def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.ndarray,
                             fold: Fold, cfg: RunConfig, ppy: float) -> dict:
     """What acting with the fold's policy on new bars needs besides the weights (JSON-able):
@@ -223,6 +218,7 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
     norm, scale = fold_normaliser(feats.values, close, fold)
     aux = np.clip(next_bar_log_return(close) / scale, -cfg.features.clip, cfg.features.clip)
     _, drift = ratio_and_drift(close, aux, *fold.train)
+    star = vol_target_positions(close, *fold.train)[1]
     day = np.datetime_as_string(np.asarray(dates, "datetime64[s]"))
     return {"feature_names": list(feats.names), "first_valid": int(feats.first_valid),
             "normaliser": {"mean": [float(x) for x in norm.mean],
@@ -230,7 +226,7 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
             "aux_scale": scale, "lookback": cfg.features.lookback, "clip": cfg.features.clip,
             "magnitudes": list(action_sizes(cfg.env)), "portfolio_names": list(PORTFOLIO_NAMES),
             "periods_per_year": float(ppy),
-            "sigma_star": finite_or_none(vol_target_positions(close, *fold.train)[1]),
+            "sigma_star": star if np.isfinite(star) else None,  # JSON has no NaN
             "drift": drift,
             "dates": {name: [str(day[a]), str(day[b - 1])] for name, (a, b) in
                       (("train", fold.train), ("val", fold.val), ("test", fold.test))}}
