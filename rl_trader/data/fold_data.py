@@ -33,7 +33,7 @@ from rl_trader.data.features import (
     normalise,
 )
 from rl_trader.data.folds import Fold
-from rl_trader.data.prior import vol_target_positions, vol_target_ratios
+from rl_trader.data.prior import vol_target_ratios
 from rl_trader.env import PORTFOLIO_NAMES, Prices, action_sizes
 
 
@@ -138,21 +138,26 @@ def fold_normaliser(values: np.ndarray, close: np.ndarray,
 def _normalised(values: np.ndarray, close: np.ndarray, start: int, end: int,
                 clip: float) -> tuple[np.ndarray, ...]:
     """(features, aux target, its scale, its train mean ȳ, the prior) of one instrument per
-    bar, each fit on its bars [start, end) (`segment_normaliser`, `ratio_and_drift`)."""
+    bar, each fit on its bars [start, end) (`segment_normaliser`, `prior_fit`)."""
     norm, scale = segment_normaliser(values, close, start, end)
-    aux = np.clip(next_bar_log_return(close) / scale, -clip, clip)
-    ratio, drift = ratio_and_drift(close, aux, start, end)
+    aux = aux_target(close, scale, clip)
+    ratio, _, drift = prior_fit(close, aux, start, end)
     return (normalise(values, norm, clip), aux, np.full(len(close), scale),
             np.full(len(close), drift), ratio)
 
 
-def ratio_and_drift(close: np.ndarray, aux_target: np.ndarray, start: int,
-                    end: int) -> tuple[np.ndarray, float]:
-    """σ*/σ̂ [T] with σ* fit on the train bars [start, end) (`prior.vol_target_ratios`), and
-    ȳ = mean(aux_target[t], start ≤ t < end − 1): the bars whose next bar is in the train
-    segment too."""
-    return (vol_target_ratios(close, start, end)[0],
-            float(np.mean(aux_target[start:end - 1])))
+def aux_target(close: np.ndarray, scale: float, clip: float) -> np.ndarray:
+    """The forecasts' target y_t = log(c_{t+1} / c_t) / s, clipped to [−clip, clip] [T]."""
+    return np.clip(next_bar_log_return(close) / scale, -clip, clip)
+
+
+def prior_fit(close: np.ndarray, aux: np.ndarray, start: int,
+              end: int) -> tuple[np.ndarray, float, float]:
+    """What the prior is fit to on the train bars [start, end): σ*/σ̂ [T] and σ*
+    (`prior.vol_target_ratios`), and ȳ = mean(aux[t], start ≤ t < end − 1) of the target
+    `aux` (`aux_target`): the bars whose next bar is in the train segment too."""
+    ratio, sigma_star = vol_target_ratios(close, start, end)
+    return ratio, sigma_star, float(np.mean(aux[start:end - 1]))
 
 
 def make_fold_data(open_: np.ndarray, close: np.ndarray, feats: MarketFeatures, fold: Fold,
@@ -213,12 +218,10 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
     (`first_valid` bars), look-back, clip, the magnitude branch's sizes (`magnitudes`: the
     positions, or the residuals under --prior vol_target), portfolio feature names, periods per
     year, the prior's train-fit σ* (`sigma_star`, NaN: undefined) and the forecast's train
-    level ȳ (`drift`, `ratio_and_drift`), and the first/last date of each segment (ISO, for
+    level ȳ (`drift`, `prior_fit`), and the first/last date of each segment (ISO, for
     checking new bars' overlap)."""
     norm, scale = fold_normaliser(feats.values, close, fold)
-    aux = np.clip(next_bar_log_return(close) / scale, -cfg.features.clip, cfg.features.clip)
-    _, drift = ratio_and_drift(close, aux, *fold.train)
-    star = vol_target_positions(close, *fold.train)[1]
+    _, star, drift = prior_fit(close, aux_target(close, scale, cfg.features.clip), *fold.train)
     day = np.datetime_as_string(np.asarray(dates, "datetime64[s]"))
     return {"feature_names": list(feats.names), "first_valid": int(feats.first_valid),
             "normaliser": {"mean": [float(x) for x in norm.mean],

@@ -34,8 +34,14 @@ from rl_trader.baselines.suite import BASELINES
 from rl_trader.config import RunConfig, config_from_dict
 from rl_trader.data import Bars
 from rl_trader.data.buckets import bucket, trim
-from rl_trader.data.features import Normaliser, compute_features, next_bar_log_return, normalise
-from rl_trader.data.fold_data import FoldData, bar_context, device_fold_data, observe
+from rl_trader.data.features import Normaliser, compute_features, normalise
+from rl_trader.data.fold_data import (
+    FoldData,
+    aux_target,
+    bar_context,
+    device_fold_data,
+    observe,
+)
 from rl_trader.data.prior import trailing_vol, vol_ratio
 from rl_trader.errors import InputError
 from rl_trader.evaluation.headline import superior_ability
@@ -212,7 +218,7 @@ def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
                          f"warm-up {info['first_valid']}) differ from this version's "
                          f"({len(feats.names)}, warm-up {feats.first_valid})")
     clip = float(info["clip"])
-    aux = np.clip(next_bar_log_return(bars.close) / float(info["aux_scale"]), -clip, clip)
+    aux = aux_target(bars.close, float(info["aux_scale"]), clip)
     segment = [policy.start, n]
     data = device_fold_data(normalise(feats.values, policy.normaliser, clip), bars.open,
                             bars.close, aux, float(info["aux_scale"]), segment, segment, segment,
