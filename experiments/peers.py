@@ -68,12 +68,9 @@ def _jax_versions() -> dict:
 def rl_trader_param_count(cfg: RunConfig, prep, seed: int = 0) -> int:
     """Parameters of rl_trader's Q-network for `cfg` (from `make_train(...).init`)."""
     trainer = make_train(cfg, prep.periods_per_year, prep.val_len)
-    n_feat = len(prep.market_names)
-    from rl_trader.agent.networks import Obs
+    from rl_trader.data.fold_data import zero_obs
 
-    dummy = Obs(market=jnp.zeros((n_feat,)),
-                window=jnp.zeros((cfg.features.lookback, n_feat)),
-                portfolio=jnp.zeros((len(tenv.PORTFOLIO_NAMES),)))
+    dummy = zero_obs(len(prep.market_names), cfg.features)
     params = jax.eval_shape(trainer.network.init, jax.random.PRNGKey(seed), dummy)
     return int(sum(math.prod(x.shape) for x in jax.tree.leaves(params)))
 

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader import env
-from rl_trader.agent.learner import TrainState, policy_params
+from rl_trader.agent.learner import TrainState
 from rl_trader.baselines.gbm import TREES_FILE, GbmFits, save_trees
 from rl_trader.data.buckets import trim
 from rl_trader.data.fold_data import fold_inference_metadata
@@ -272,7 +272,7 @@ def _restore_lost_checkpoints(run: Run, restored: Records, progress: Progress) -
     side by side, so a run killed at the wrong moment can have committed the second only."""
     epoch = progress.epochs_done - 1
     val_sh = [sharpe_of(r, run.prep.periods_per_year) for r in restored.val_returns[epoch]]
-    acting = policy_params(restored.runners.learner, run.prep.cfg.train.eval_params)
+    acting = restored.runners.learner.params
     for k, ckpt in enumerate(run.checkpoints):
         if ckpt is not None and k not in progress.stopped and epoch not in ckpt.saved_epochs():
             _save_fold(run, k, epoch, val_sh,
@@ -313,7 +313,7 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     if epoch > 0:
         fault_point(f"saved:{epoch - 1}")
     fault_point(f"epoch:{epoch}")
-    learnt = policy_params(runners.learner, cfg.train.eval_params)  # [members, ...]
+    learnt = runners.learner.params  # [members, ...]
     with clock.stage("validation"), run.compiles.first("validation program"):
         acting = jax.device_put(ensembles(learnt, len(c.groups), c.n_seeds),
                                 replicated(c.mesh))

@@ -26,7 +26,6 @@ import numpy as np
 from rl_trader import env
 from rl_trader.agent.heads import make_head
 from rl_trader.agent.learner import TrainState, init_train_state
-from rl_trader.agent.networks import Obs
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.baselines.gbm import TREES_FILE, load_trees, tree_column
 from rl_trader.baselines.rules import vol_target_decide
@@ -41,6 +40,7 @@ from rl_trader.data.fold_data import (
     bar_context,
     device_fold_data,
     observe,
+    zero_obs,
 )
 from rl_trader.data.prior import trailing_vol, vol_ratio
 from rl_trader.errors import InputError
@@ -126,9 +126,7 @@ def learner_template(cfg: RunConfig, n_features: int, seeds: int) -> TrainState:
     """Zero learner state of `seeds` members (leading axis) with the training run's structure,
     as host numpy arrays (shapes from `jax.eval_shape`: nothing is initialised or compiled)."""
     net = make_head(cfg).network
-    dummy = Obs(market=jnp.zeros((n_features,)),
-                window=jnp.zeros((cfg.features.lookback, n_features)),
-                portfolio=jnp.zeros((len(env.PORTFOLIO_NAMES),)))
+    dummy = zero_obs(n_features, cfg.features)
     shapes = jax.eval_shape(lambda k: init_train_state(net.init(k, dummy), cfg.agent),
                             jax.random.PRNGKey(0))
     return jax.tree.map(lambda s: np.zeros((seeds,) + s.shape, s.dtype), shapes)
@@ -136,14 +134,14 @@ def learner_template(cfg: RunConfig, n_features: int, seeds: int) -> TrainState:
 
 def restore_acting(directory: Path, cfg: RunConfig, n_features: int, seeds: int,
                    epoch: int | None = None) -> Any:
-    """The ensemble's acting params (`learner.policy_params`, leading axis `seeds`) saved in the
+    """The ensemble's acting (online) params (leading axis `seeds`) saved in the
     fold checkpoint `directory` (default: the best epoch), read only; refused (InputError)
     unless the stored fingerprint equals that of the network `cfg` builds. Reads either layout
     (`FoldCheckpoints.restore_acting`)."""
     learner = learner_template(cfg, n_features, seeds)
     fp = fingerprint(learner.params, cfg.net, len(env.action_sizes(cfg.env)))
     with FoldCheckpoints(directory, fp, {}, read_only=True) as ckpt:
-        return ckpt.restore_acting(learner, cfg.train.eval_params, epoch)
+        return ckpt.restore_acting(learner, epoch)
 
 
 def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:

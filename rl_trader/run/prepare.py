@@ -27,7 +27,7 @@ from rl_trader.baselines.gbm import (
 )
 from rl_trader.baselines.ridge import fit_ridge
 from rl_trader.config import RunConfig
-from rl_trader.data import SYNTHETIC_PREFIX, Bars, data_specs, load
+from rl_trader.data import Bars, data_specs, load, load_market
 from rl_trader.data.buckets import bucket
 from rl_trader.data.features import MarketFeatures, compute_features
 from rl_trader.data.fold_data import FoldData, PoolSegment, make_fold_data
@@ -113,23 +113,21 @@ class Prepared:
 
     def fold_data(self, k: int) -> FoldData:
         """Fold k's device arrays, normalised with statistics fit on its train segment; with
-        `--tree-forecast`, the trees' cross-fitted forecast beside them where the mode uses
-        it (`gbm.choose_tree_forecast`, recorded in `tree_forecast_choices`; ridge's fit is
-        made for the choice alone, as the baselines' scoring makes it again)."""
+        `--tree-forecast validation`, the trees' cross-fitted forecast beside them where
+        validation chooses it (`gbm.choose_tree_forecast`, recorded in
+        `tree_forecast_choices`; ridge's fit is made for the choice alone, as the baselines'
+        scoring makes it again)."""
         cfg, fold, clip = self.cfg, self.folds[k], self.cfg.features.clip
         data = make_fold_data(self.bars.open, self.bars.close, self.features, fold, clip,
                               self.pool_segments[k] if self.pool else ())
-        mode = cfg.features.tree_forecast
-        if mode == "off":
+        if cfg.features.tree_forecast == "off":
             return data
         fit = self.gbm_fit(k, data)
-        ridge = fit_ridge(data, self.val_steps, cfg) if mode == "validation" else None
+        ridge = fit_ridge(data, self.val_steps, cfg)
         data, self.tree_forecast_choices[k] = with_tree_forecast(
-            data, fit, fold.gap, clip, choose_tree_forecast(
-                mode, fit, None if ridge is None else np.asarray(ridge.val_sharpe)))
+            data, fit, fold.gap, clip, choose_tree_forecast(fit, np.asarray(ridge.val_sharpe)))
         self.tree_forecast_trials[k] = tree_forecast_trials(
-            mode, fit, None if ridge is None else np.asarray(ridge.val_returns),
-            candidate_iterations(cfg), self.val_len)
+            fit, np.asarray(ridge.val_returns), candidate_iterations(cfg), self.val_len)
         return data
 
     def gbm_fit(self, k: int, data: FoldData) -> GbmFit:
@@ -146,21 +144,11 @@ def _layout(n_bars: int, feats: MarketFeatures, cfg: RunConfig) -> list[Fold]:
                       cfg.features.lookback, cfg.agent.n_step)
 
 
-def _market(spec: str | None) -> tuple[Bars, np.ndarray | None]:
-    """The bars of one `--data` item, and a synthetic market's oracle positions."""
-    if (spec or "").startswith(SYNTHETIC_PREFIX):
-        from rl_trader.data.synthetic import from_spec
-
-        market = from_spec(spec)
-        return market.bars, market.oracle_position
-    return load(spec), None
-
-
 def _pooled(spec: str, target: Bars, seen: list[str]) -> Bars:
     """A pooled instrument's bars; refused (InputError) when it repeats the target or another
     pooled instrument (the same bytes), or when its bars are of another frequency than the
     target's (inferred bars per year more than 2× apart)."""
-    bars = _market(spec)[0]
+    bars = load(spec)
     if bars.sha256 == target.sha256 or bars.sha256 in seen:
         raise InputError(f"option --data: '{spec}' repeats an instrument already in the list")
     mine, theirs = bars.periods_per_year(), target.periods_per_year()
@@ -201,7 +189,7 @@ def prepare(cfg: RunConfig) -> Prepared:
                          "is validation): not with pooled instruments (--data "
                          f"{cfg.data.path!r}): the trees are fit on the target's bars alone; "
                          "pass --tree-forecast off")
-    bars, oracle_position = _market(specs[0])
+    bars, oracle_position = load_market(specs[0])
     feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
     folds = _layout(len(bars), feats, cfg)
     ppy = cfg.data.periods_per_year or bars.periods_per_year()

@@ -258,7 +258,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
     the validation program instead of compiling it again. `gbm_fits`: the folds' gbm fits."""
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]
-    acting = {k: ckpts[k].restore_acting(template, cfg.train.eval_params) for k in scored}
+    acting = {k: ckpts[k].restore_acting(template) for k in scored}
     for k in scored:
         export_safetensors(acting[k],
                            run_dir / f"fold_{folds[k].index}" / "best_params.safetensors",

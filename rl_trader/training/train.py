@@ -34,7 +34,14 @@ from rl_trader.agent import learner, replay
 from rl_trader.agent.heads import make_head
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.config import RunConfig
-from rl_trader.data.fold_data import FoldData, Obs, bar_context, market_width, observe_batch
+from rl_trader.data.fold_data import (
+    FoldData,
+    Obs,
+    bar_context,
+    market_width,
+    observe_batch,
+    zero_obs,
+)
 from rl_trader.evaluation.metrics import sharpe
 from rl_trader.evaluation.rollout import Rollout, rollout
 from rl_trader.evaluation.selection import improves
@@ -132,9 +139,7 @@ def init_runner(key: jax.Array, fold: FoldData, head: learner.Head, cfg: RunConf
     """Every piece of one fold's training state, fresh: the network's params (the target equal
     to them), the parallel envs, the replay prefilled by uniform random steps, the PRNG key."""
     k_net, k_env, k_run = jax.random.split(key, 3)
-    n_feat = market_width(fold)
-    dummy = Obs(market=jnp.zeros((n_feat,)), window=jnp.zeros((cfg.features.lookback, n_feat)),
-                portfolio=jnp.zeros((len(env.PORTFOLIO_NAMES),)))
+    dummy = zero_obs(market_width(fold), cfg.features)
     params = head.network.init(k_net, dummy)
     envs = reset_envs(k_env, fold, cfg.train.n_envs, cfg)
     example = replay.Step(state_tm1=env.reset(jnp.int32(0), jnp.int32(0)),
@@ -204,7 +209,7 @@ def train_run(key: jax.Array, fold: FoldData, hp: learner.HParams, head: learner
     def one_epoch(carry, _):
         runner, best_params, best_sharpe, best_epoch, i = carry
         runner, metrics = run_epoch(runner, fold, hp, head, cfg)
-        acting = learner.policy_params(runner.learner, cfg.train.eval_params)
+        acting = runner.learner.params
         val = evaluate_ensemble(jax.tree.map(lambda x: x[None], acting), fold, fold.val[0],
                                 val_steps, runner.key, cfg)  # an ensemble of one
         s = sharpe(val.returns, periods_per_year, valid=fold.val[1] - fold.val[0])
@@ -214,7 +219,7 @@ def train_run(key: jax.Array, fold: FoldData, hp: learner.HParams, head: learner
                  jnp.where(better, i, best_epoch), i + 1)
         return carry, (s, metrics)
 
-    start = learner.policy_params(runner.learner, cfg.train.eval_params)  # if none improves
+    start = runner.learner.params  # if none improves
     carry0 = (runner, start, jnp.float32(-jnp.inf), jnp.int32(0), jnp.int32(0))
     (_, best, _, best_epoch, _), (val_sharpes, metrics) = jax.lax.scan(
         one_epoch, carry0, None, length=cfg.train.epochs)
