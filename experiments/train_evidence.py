@@ -34,7 +34,7 @@ from rl_trader.errors import InputError
 from rl_trader.evaluation.metrics import edge_t, sharpe_of
 from rl_trader.evaluation.rollout import jit_per_program, rollout
 from rl_trader.report.writer import load_summary
-from rl_trader.run.prepare import prepare
+from rl_trader.run.prepare import gbm_fit, prepare
 from rl_trader.runtime.rundir import write_json
 
 EVIDENCE_FILE = "train_evidence.json"
@@ -66,7 +66,7 @@ def fold_evidence(run_dir: Path, summary: dict) -> list[dict]:
             continue
         k = f["fold"]
         data = prep.fold_data(k)
-        fit = prep.gbm_fit(k, data)
+        fit = gbm_fit(prep, k)
         y_hat = cross_fitted_forecast(data, fit, prep.folds[k].gap)
         n = int(data.train[1] - data.train[0])
         g, v = (np.asarray(r, np.float64) for r in train_returns(

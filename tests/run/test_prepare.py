@@ -67,7 +67,7 @@ def test_episodes_start_in_every_range_and_never_leave_their_own(pooled):
     prep, _ = pooled
     cfg = dataclasses.replace(prep.cfg, train=dataclasses.replace(prep.cfg.train, n_envs=64))
     data = prep.fold_data(0)
-    trainer = make_train(cfg, prep.periods_per_year, prep.val_steps)
+    trainer = make_train(cfg)
     runner = jax.jit(trainer.init)(jax.random.PRNGKey(0), data)
     ranges = np.asarray(data.episodes)
     seen = np.asarray(runner.replay.data.state_tm1.t)[:int(runner.replay.size)].ravel()
