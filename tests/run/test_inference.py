@@ -276,7 +276,7 @@ def test_a_run_with_the_prior_acts_and_reports_prior_plus_residual(tmp_path, cap
         cfg, env=dataclasses.replace(cfg.env, prior="vol_target"),
         train=dataclasses.replace(cfg.train, rival="off")))
     run_dir = tmp_path / "run"
-    summary = experiment.run_experiment(prep, run_dir, log=lambda _: None)
+    summary = experiment.run_experiment(prep, run_dir, log=lambda _: None).to_json()
     fold = prep.folds[-1]
     vt, star = vol_target_positions(prep.bars.close, *fold.train)
     with np.load(run_dir / summary["folds"][-1]["returns_file"]) as z:
