@@ -74,6 +74,7 @@ from pathlib import Path
 from rl_trader.cli.train import build_parser, config_from_args
 from rl_trader.data.synthetic import NO_DIRECTION
 from rl_trader.errors import InputError
+from rl_trader.evaluation.record import ABSENT, Headline, RunSummary
 from rl_trader.runtime.compile_cache import enable_compilation_cache
 
 PROG = "python -m experiments.convergence"  # in help and errors
@@ -183,45 +184,46 @@ def _ratio(agent: float | None, reference: float | None) -> float | None:
     return agent / reference if ok else None
 
 
-def _sharpe(metrics: dict | None) -> float | None:
-    return None if metrics is None else metrics.get("sharpe")
-
-
 def last_and_best(epochs: list[dict]) -> tuple[float | None, float | None]:
     """The last epoch's validation Sharpe and the best epoch's (None, None without epochs)."""
     sharpes = [e["val_sharpe"] for e in epochs if e.get("val_sharpe") is not None]
     return (sharpes[-1], max(sharpes)) if sharpes else (None, None)
 
 
-def run_figures(summary: dict) -> dict:
+def _given(value: object) -> object:
+    """A summary's figure, None where the summary has none (`record.ABSENT`)."""
+    return None if value is ABSENT else value
+
+
+def run_figures(summary: RunSummary) -> dict:
     """The gate's figures of one main-job summary: per fold and stitched test Sharpes of the
     agent, the oracle and the baselines, the better supervised baseline (by stitched Sharpe)
     and the ratios, and per fold the last over the best epoch's validation Sharpe."""
-    stitched = summary.get("stitched") or {}
-    seen = {name: _sharpe(stitched.get(name)) for name in SUPERVISED}
-    seen = {k: v for k, v in seen.items() if v is not None}
+    stitched = summary.stitched or {}
+    seen = {name: stitched[name].sharpe for name in SUPERVISED if name in stitched}
     best = max(seen, key=seen.get) if seen else None
     folds = []
-    for f in summary["folds"]:
-        agent, oracle = f.get("test_sharpe"), f.get("oracle_test_sharpe")
-        base = f.get("baseline_test_sharpes") or {}
+    for f in summary.folds:
+        agent, oracle = _given(f.test_sharpe), _given(f.oracle_test_sharpe)
+        base = f.baseline_test_sharpes or {}
         sup = base.get(best) if best else None
-        last, top = last_and_best(f.get("epochs") or [])
-        folds.append({"fold": f["fold"], "agent": agent, "oracle": oracle,
+        last, top = last_and_best(f.epochs or [])
+        folds.append({"fold": f.fold, "agent": agent, "oracle": oracle,
                       "oracle_ratio": _ratio(agent, oracle),
                       **{name: base.get(name) for name in SUPERVISED},
                       "supervised": sup, "supervised_ratio": _ratio(agent, sup),
                       "val_last": last, "val_best": top, "last_over_best": _ratio(last, top)})
-    agent, oracle = summary["stitched_test_sharpe"], summary.get("stitched_oracle_test_sharpe")
-    baselines = {name: _sharpe(m) for name, m in stitched.items() if name != "agent"}
-    baselines["random"] = _sharpe(summary.get("stitched_random"))
+    agent, oracle = summary.stitched_test_sharpe, _given(summary.stitched_oracle_test_sharpe)
+    baselines = {name: m.sharpe for name, m in stitched.items() if name != "agent"}
+    baselines["random"] = summary.stitched_random.sharpe if summary.stitched_random else None
+    head = summary.headline or Headline(stitched_test_sharpe=agent)
     return {"folds": folds, "stitched": {
-        "agent": agent, "buy_and_hold": summary["stitched_buy_and_hold_test_sharpe"],
+        "agent": agent, "buy_and_hold": summary.stitched_buy_and_hold_test_sharpe,
         "oracle": oracle, "oracle_ratio": _ratio(agent, oracle),
         "baselines": baselines, "best_supervised": best,
         "supervised": seen.get(best), "supervised_ratio": _ratio(agent, seen.get(best)),
-        "dsr": summary.get("headline", {}).get("dsr"),
-        "spa": (summary.get("headline", {}).get("spa") or {}).get("p_agent_beats_all")}}
+        "dsr": _given(head.dsr),
+        "spa": head.spa.p_agent_beats_all if head.spa else None}}
 
 
 def check_goals(runs: list[dict], limits: dict[str, float]) -> dict[str, dict]:
@@ -391,7 +393,7 @@ def print_tables(runs: list[dict]) -> None:
               f"{_num(s['dsr'], '.3f'):>6} {_num(s['spa'], '.3f'):>6}")
 
 
-def saved_summary(run_dir: Path, cfg) -> dict:
+def saved_summary(run_dir: Path, cfg) -> RunSummary:
     """The finished run in `run_dir` (--rescore), refused in one line unless it is the run
     `cfg` describes: the same configuration, the gate's options included."""
     import json
@@ -400,9 +402,9 @@ def saved_summary(run_dir: Path, cfg) -> dict:
 
     path = run_dir / "summary.json"
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-        saved = config_from_dict(summary["config"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        summary = RunSummary.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+        saved = config_from_dict(summary.config)
+    except (OSError, ValueError, KeyError, TypeError, InputError) as err:
         raise InputError(f"option --rescore: '{path}' is not a finished run ({err})") from None
     if saved != cfg:
         have, want = _flat(saved.to_dict()), _flat(cfg.to_dict())

@@ -25,12 +25,13 @@ import numpy as np
 
 from experiments.convergence import FAMILY, NO_DIRECTION_MARKETS, NULL_MARKETS
 from rl_trader.errors import InputError
+from rl_trader.evaluation.record import RunSummary
 from rl_trader.report.writer import load_summary
 
 GATE_RUN = re.compile(rf"^({'|'.join(FAMILY)})-run(\d+)$")
 
 
-def gate_runs(directory: Path) -> dict[tuple[str, int], dict]:
+def gate_runs(directory: Path) -> dict[tuple[str, int], RunSummary]:
     """The finished gate runs under `directory`: (market, run) → summary."""
     out = {}
     for d in sorted(directory.iterdir()) if directory.is_dir() else []:
@@ -42,25 +43,27 @@ def gate_runs(directory: Path) -> dict[tuple[str, int], dict]:
     return out
 
 
-def _vol_target(s: dict) -> float | None:
-    return ((s.get("stitched") or {}).get("vol_target") or {}).get("sharpe")
+def _vol_target(s: RunSummary) -> float | None:
+    stitched = s.stitched or {}
+    return stitched["vol_target"].sharpe if "vol_target" in stitched else None
 
 
-def _prior(s: dict) -> dict | None:
+def _prior(s: RunSummary) -> dict | None:
     """The folds' mean residual figures, None where the run had no prior."""
-    figs = [f["prior"] for f in s["folds"] if f.get("prior", {}).get("prior", "flat") != "flat"]
+    figs = [f.prior for f in s.folds if f.prior and f.prior.prior != "flat"]
     if not figs:
         return None
-    return {k: float(np.mean([f[k] for f in figs]))
+    return {k: float(np.mean([getattr(f, k) for f in figs]))
             for k in ("prior_mean", "mean_abs_residual", "turnover_added")}
 
 
-def compare(base: dict, design: dict) -> dict:
+def compare(base: dict[tuple[str, int], RunSummary],
+            design: dict[tuple[str, int], RunSummary]) -> dict:
     """Every figure of the comparison (module docstring)."""
     pairs = []
     for key in sorted(set(base) & set(design), key=lambda k: (FAMILY.index(k[0]), k[1])):
         b, d = base[key], design[key]
-        sb, sd = b["stitched_test_sharpe"], d["stitched_test_sharpe"]
+        sb, sd = b.stitched_test_sharpe, d.stitched_test_sharpe
         pairs.append({"market": key[0], "run": key[1], "base": sb, "design": sd,
                       "diff": None if sb is None or sd is None else sd - sb,
                       "vol_target": _vol_target(d), "prior": _prior(d)})

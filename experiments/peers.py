@@ -67,13 +67,10 @@ def _jax_versions() -> dict:
 
 def rl_trader_param_count(cfg: RunConfig, prep, seed: int = 0) -> int:
     """Parameters of rl_trader's Q-network for `cfg` (from `make_train(...).init`)."""
-    trainer = make_train(cfg, prep.periods_per_year, prep.val_len)
-    n_feat = len(prep.market_names)
-    from rl_trader.agent.networks import Obs
+    trainer = make_train(cfg)
+    from rl_trader.data.fold_data import zero_obs
 
-    dummy = Obs(market=jnp.zeros((n_feat,)),
-                window=jnp.zeros((cfg.features.lookback, n_feat)),
-                portfolio=jnp.zeros((len(tenv.PORTFOLIO_NAMES),)))
+    dummy = zero_obs(len(prep.market_names), cfg.features)
     params = jax.eval_shape(trainer.network.init, jax.random.PRNGKey(seed), dummy)
     return int(sum(math.prod(x.shape) for x in jax.tree.leaves(params)))
 
@@ -300,20 +297,20 @@ def _with_steps(cfg: RunConfig, steps_per_epoch: int) -> RunConfig:
 
 
 @functools.lru_cache(maxsize=8)
-def _jitted_init(cfg: RunConfig, periods_per_year: float, val_len: int):
+def _jitted_init(cfg: RunConfig):
     """`Trainer.init` jitted once per config up to the epoch length (which init does not use),
     so `per_step_loop` and `fused_epoch` of one config share its compile."""
-    return jax.jit(make_train(cfg, periods_per_year, val_len).init)
+    return jax.jit(make_train(cfg).init)
 
 
 def _compiled_epoch(cfg: RunConfig, prep, seed: int):
     """(compiled epoch(runner, data) with the config's hyper-parameters, runner, fold data,
     compile seconds, param count) for `cfg`."""
     data = prep.fold_data(0)
-    trainer = jit_single(make_train(cfg, prep.periods_per_year, prep.val_len))
+    trainer = jit_single(make_train(cfg))
     init_cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps_per_epoch=1,
                                                                   epochs=1))
-    init = _jitted_init(init_cfg, prep.periods_per_year, prep.val_len)
+    init = _jitted_init(init_cfg)
     runner = jax.block_until_ready(init(jax.random.PRNGKey(seed), data))
     n_params = int(sum(x.size for x in jax.tree.leaves(runner.learner.params)))
     hp = HParams.from_config(cfg.agent)

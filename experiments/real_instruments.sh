@@ -53,20 +53,20 @@ done
 wave "$first"
 [[ -n ${rest// /} ]] && wave "$rest"
 $PY - "${dirs[@]}" <<'PYEOF'
-import json, sys
+import sys
 from pathlib import Path
+from rl_trader.report.writer import load_summary
 for run in map(Path, sys.argv[1:]):
-    summary = run / "summary.json"
-    s = json.loads(summary.read_text()) if summary.is_file() else {}
-    if not s.get("stitched"):
+    s = load_summary(run) if (run / "summary.json").is_file() else None
+    if s is None or not s.stitched:
         print(f"{run.parent.name:10s} {run.name:20s} no stitched test figures")
         continue
-    sharpe = {name: perf["sharpe"] for name, perf in s["stitched"].items()}
-    spa = s["headline"]["spa"] or {}
+    sharpe = {name: perf.sharpe for name, perf in s.stitched.items()}
+    spa, nan = s.headline.spa, float("nan")
     print(f"{run.parent.name:10s} {run.name:20s} agent "
           f"{sharpe['agent']:+.2f}  buy & hold {sharpe['buy_and_hold']:+.2f}  vol_target "
-          f"{sharpe['vol_target']:+.2f}  DSR {s['headline']['dsr']:.3f}  SPA p "
-          f"{spa.get('p_agent_beats_all', float('nan')):.2f} / "
-          f"{spa.get('p_some_baseline_beats_agent', float('nan')):.2f}")
+          f"{sharpe['vol_target']:+.2f}  DSR {s.headline.dsr:.3f}  SPA p "
+          f"{spa.p_agent_beats_all if spa else nan:.2f} / "
+          f"{spa.p_some_baseline_beats_agent if spa else nan:.2f}")
 PYEOF
 exit $failed

@@ -53,6 +53,7 @@ from rl_trader.baselines.suite import BASELINES
 from rl_trader.errors import InputError
 from rl_trader.evaluation.headline import headline
 from rl_trader.evaluation.metrics import edge_t, sharpe_of
+from rl_trader.evaluation.record import RunSummary, to_json
 from rl_trader.evaluation.selection import rival_wins
 from rl_trader.report.writer import load_summary
 from rl_trader.run.scoring import rival_trials
@@ -147,15 +148,22 @@ def rival_summary(run_dir: Path, summary: dict, min_t: float = 0.0, pooled: bool
                                    "agent": folds[k]["metrics"]["vol_target"]}
     stitched = np.concatenate(chosen)
     cfg = summary["config"]
-    trials = summary["trials"] + rival_trials([folds[k] for k in scored], "vol_target")
-    head = headline(stitched, trials, [], ppy,
-                    {n: np.concatenate([t[n] for t in tests]) for n in BASELINES},
-                    cfg["seed"], [folds[k]["test_sharpe"] for k in scored],
-                    cfg["train"]["prior_trials"])
+    trials = summary["trials"] + rival_trials(
+        [(folds[k]["fold"], folds[k]["vol_target_val_sharpe"]) for k in scored], "vol_target")
+    head = to_json(headline(stitched, trials, [], ppy,
+                            {n: np.concatenate([t[n] for t in tests]) for n in BASELINES},
+                            cfg["seed"], [folds[k]["test_sharpe"] for k in scored],
+                            cfg["train"]["prior_trials"]))
     stitched_metrics = {n: m for n, m in summary["stitched"].items() if n != "agent"}
     return ({**summary, "folds": folds, "stitched_test_sharpe": head["stitched_test_sharpe"],
              "geo_mean_test_sharpe": head["geo_mean_test_sharpe"], "headline": head,
              "stitched": stitched_metrics}, switched)  # the agent's other metrics: not computed
+
+
+def _record(summary: dict) -> RunSummary:
+    """A study summary (its folds' `rival_*` figures aside) as a run record."""
+    folds = [{k: v for k, v in f.items() if not k.startswith("rival_")} for f in summary["folds"]]
+    return RunSummary.from_json({**summary, "folds": folds}, "the study's summary")
 
 
 def _ts(ts: list[float | None]) -> str:
@@ -184,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, gate = [], {"base": [], "rival": []}
     try:
         for run_dir in args.run_dirs:
-            summary = load_summary(run_dir)
+            summary = load_summary(run_dir).to_json()
             rival, switched = rival_summary(run_dir, summary, args.rival_t, args.pooled,
                                             args.train)
             vt = summary["stitched"]["vol_target"]["sharpe"]
@@ -204,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             m = GATE_RUN.match(run_dir.name)
             if m:
                 for name, s in (("base", base), ("rival", rival)):
-                    gate[name].append({"market": m[1], "run": int(m[2]), **run_figures(s)})
+                    gate[name].append({"market": m[1], "run": int(m[2]),
+                                       **run_figures(_record(s))})
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -46,6 +46,7 @@ from experiments.sweep import split_half_picks, split_half_ratio
 from rl_trader.errors import InputError
 from rl_trader.evaluation.metrics import sharpe
 from rl_trader.evaluation.selection import best_of
+from rl_trader.report.writer import load_summary
 
 
 def study_rows(run_dir: Path, cuts: list[int], ppy: float) -> list[dict]:
@@ -59,10 +60,10 @@ def study_rows(run_dir: Path, cuts: list[int], ppy: float) -> list[dict]:
     buy_hold, ridge, ridge_ic = (np.load(run_dir / name) if (run_dir / name).exists() else None
                                  for name in ("buy_hold_val_returns.npy", "ridge_val_returns.npy",
                                               "ridge_val_ic.npy"))
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = load_summary(run_dir)
     # per-epoch diagnostics are the fold's best ensemble's: an ensemble's own with one setting
-    epochs = ({f["fold"]: f["epochs"] for f in summary.get("folds", [])}
-              if len(summary.get("settings", [])) == 1 else None)
+    epochs = ({f.fold: f.epochs for f in summary.folds}
+              if len(summary.settings or []) == 1 else None)
     rows = []
     for g, (fold, setting) in enumerate(zip(val["fold"], val["setting"], strict=True)):
         curve = np.array([float(sharpe(r, ppy)) for r in returns[:, g]])
@@ -96,7 +97,7 @@ def pair_key(run_dir: Path) -> tuple[str, int]:
     """(traded instrument, run seed) of a sweep, from its summary.json: what a paired
     comparison holds fixed besides the fold and setting."""
     try:
-        cfg = json.loads((run_dir / "summary.json").read_text())["config"]
+        cfg = load_summary(run_dir).config
         return cfg["data"]["path"].split(",")[0], int(cfg["seed"])
     except (KeyError, TypeError) as err:
         raise InputError(f"{run_dir}/summary.json: no config.data.path or config.seed "
@@ -129,7 +130,7 @@ def paired(rows: list[dict], ref: list[dict] | None, value) -> dict:
 def _rows(run_dirs: list[str], cuts: list[int]) -> list[dict]:
     rows = []
     for d in map(Path, run_dirs):
-        ppy = json.loads((d / "summary.json").read_text())["periods_per_year"]
+        ppy = load_summary(d).periods_per_year
         found = study_rows(d, cuts, float(ppy))
         key = pair_key(d)
         rows += [r | {"key": (*key, r["fold"], r["setting"])} for r in found]

@@ -139,8 +139,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    settings = summary["settings"]
-    table = np.array([f["best_val_sharpe_by_setting"] for f in summary["folds"]],
+    settings = summary.settings
+    table = np.array([f.best_val_sharpe_by_setting for f in summary.folds],
                      dtype=float).T  # [setting, fold]
     swept = [name for name, _ in cfg.sweep]
     rows = [{"setting": s, "val_sharpe_by_fold": [float(x) for x in table[i]],
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"rows": rows, "seconds": seconds, "oracle": oracle,
-                       "trials": summary["trials"], "config": cfg.to_dict()}, fh, indent=2)
+                       "trials": summary.trials, "config": cfg.to_dict()}, fh, indent=2)
     return 0
 
 

@@ -32,9 +32,10 @@ from rl_trader.config import RunConfig, config_from_dict
 from rl_trader.data.fold_data import FoldData
 from rl_trader.errors import InputError
 from rl_trader.evaluation.metrics import edge_t, sharpe_of
+from rl_trader.evaluation.record import RunSummary
 from rl_trader.evaluation.rollout import jit_per_program, rollout
 from rl_trader.report.writer import load_summary
-from rl_trader.run.prepare import prepare
+from rl_trader.run.prepare import gbm_fit, prepare
 from rl_trader.runtime.rundir import write_json
 
 EVIDENCE_FILE = "train_evidence.json"
@@ -51,22 +52,22 @@ def train_returns(forecast: Forecast, data: FoldData, length: int, cfg: RunConfi
             rollout(vol_target_decide(data, cfg), data, start, length, cfg, key).returns)
 
 
-def fold_evidence(run_dir: Path, summary: dict) -> list[dict]:
+def fold_evidence(run_dir: Path, summary: RunSummary) -> list[dict]:
     """Each scored fold's train evidence (module docstring), in fold order."""
-    cfg = config_from_dict(summary["config"])
+    cfg = config_from_dict(summary.config)
     if cfg.data.path is not None and "," in cfg.data.path:
         raise InputError(f"{run_dir}: a pooled run (--data a,b,…): its train segments are "
                          "several instruments', which this study does not trade")
     prep = prepare(cfg)
-    if prep.data_sha256 != summary["data_sha256"]:
+    if prep.data_sha256 != summary.data_sha256:
         raise InputError(f"{run_dir}: its data is not the run's (SHA-256 differs)")
     out = []
-    for f in summary["folds"]:
-        if f.get("test_sharpe") is None:
+    for f in summary.folds:
+        if not f.scored:
             continue
-        k = f["fold"]
+        k = f.fold
         data = prep.fold_data(k)
-        fit = prep.gbm_fit(k, data)
+        fit = gbm_fit(prep, k)
         y_hat = cross_fitted_forecast(data, fit, prep.folds[k].gap)
         n = int(data.train[1] - data.train[0])
         g, v = (np.asarray(r, np.float64) for r in train_returns(

@@ -66,7 +66,7 @@ class DataConfig:
         _check(ppy is None or 1 <= ppy <= 10_000_000, "--periods-per-year", "in [1, 1e7]", ppy)
 
 
-TREE_FORECAST_MODES = ("off", "on", "validation")  # `prepare.Prepared.fold_data`
+TREE_FORECAST_MODES = ("off", "validation")  # `prepare.Prepared.fold_data`
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,8 @@ class FeatureConfig:
     tree_forecast: str = option(
         "validation", "the gbm baseline's forecast as one more market variable, cross-fitted "
         "on each fold's train segment (5 blocks with purge gaps: no train bar's value comes "
-        "from trees fit on it): off; on; validation: in a fold only where the gbm baseline's "
-        "validation Sharpe beats ridge's, else the column is zero (study 20). Not with pooled "
+        "from trees fit on it): off, or validation: in a fold only where the gbm baseline's "
+        "validation Sharpe beats ridge's, else the column is zero. Not with pooled "
         "--data; the trees are saved with the run for predict and backtest",
         choices=TREE_FORECAST_MODES)
 
@@ -91,7 +91,7 @@ class FeatureConfig:
         _check(1 <= self.lookback <= 512, "--lookback", "an integer in [1, 512]", self.lookback)
         _check(0.5 <= self.clip <= 100, "--clip", "in [0.5, 100]", self.clip)
         _check(self.tree_forecast in TREE_FORECAST_MODES, "--tree-forecast",
-               "off, on or validation", self.tree_forecast)
+               "off or validation", self.tree_forecast)
 
 
 @dataclass(frozen=True)
@@ -178,9 +178,6 @@ class NetConfig:
     hidden: int = option(32, "per-variable embedding and VSN width")
     trunk: int = option(64, "trunk GRN width")
     context: int = option(32, "width of the look-back context vector (unused at --lookback 1)")
-    td_to_encoder: bool = option(
-        False, "model head: let the TD loss's gradient reach the market encoder (market VSN "
-        "and look-back context); off: only the forecast regressions train it")
     # Parameters, optimiser state and the loss stay float32 in every case.
     precision: str = option(
         "tf32", "matmul precision: tf32 (the backend default: TF32 tensor cores on NVIDIA "
@@ -197,7 +194,6 @@ class NetConfig:
 
 
 BACKUPS = ("taken", "all")
-DECAY_TARGETS = ("all", "kernels")
 
 
 @dataclass(frozen=True)
@@ -205,18 +201,14 @@ class AgentConfig:
     """Double-DQN learner: optimiser, targets, exploration, replay.
 
     Defaults chosen by validation Sharpe on the planted-signal market `synthetic:ar1`
-    (experiments.sweep; docs/benchmarks.md), `weight_decay_on` by study 7 on tuning draws of
-    `vol_regime`, `ar1` and `regime` (docs/findings.md). Test blocks were not looked at.
+    (experiments.sweep; docs/benchmarks.md). Test blocks were not looked at. The weight decay
+    shrinks the weight matrices only (`learner.kernel_mask`).
     """
 
     learning_rate: float = option(1e-4, "Adam learning rate", flag="--lr", sweep=True)
     weight_decay: float = option(
         0.3, "decoupled weight decay (AdamW), per update, relative to the learning rate",
         sweep=True)
-    weight_decay_on: str = option(
-        "kernels", "params the weight decay shrinks: kernels (weight matrices only; biases, "
-        "LayerNorm scales and offsets and the VSNs' knot values are not decayed) or all",
-        choices=DECAY_TARGETS)
     obs_noise: float = option(
         1.5, "std of Gaussian noise on the normalised market inputs while learning", sweep=True)
     max_grad_norm: float = option(10.0, "global gradient-norm clip")
@@ -261,11 +253,8 @@ class AgentConfig:
                self.replay_capacity)
         _check(self.backup is None or self.backup in BACKUPS, "--backup", "taken or all",
                self.backup)
-        _check(self.weight_decay_on in DECAY_TARGETS, "--weight-decay-on", "all or kernels",
-               self.weight_decay_on)
 
 
-EVAL_PARAMS = ("online", "target")
 RIVALS = ("off", "vol_target")
 
 
@@ -286,8 +275,6 @@ class TrainConfig:
     # 4 chosen on validation (docs/benchmarks.md): single agents vary a lot from seed to seed.
     seeds: int = option(4, "seeds per fold (and setting), trained together; their ensemble "
                         "(mean greedy position) is the fold's policy")
-    eval_params: str = option("online", "greedy policy from the online or the target (EMA) "
-                              "params", choices=EVAL_PARAMS)
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
@@ -311,8 +298,6 @@ class TrainConfig:
         _check(self.updates_per_step >= 1, "--updates-per-step", ">= 1", self.updates_per_step)
         _check(self.prefill_steps >= 1, "--prefill-steps", ">= 1", self.prefill_steps)
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
-        _check(self.eval_params in EVAL_PARAMS, "--eval-params", "online or target",
-               self.eval_params)
         _check(self.gbm_iterations in GBM_ITERATIONS, "--gbm-iterations",
                f"one of {', '.join(map(str, GBM_ITERATIONS))}", self.gbm_iterations)
         _check(self.rival in RIVALS, "--rival", "off or vol_target", self.rival)
@@ -396,8 +381,7 @@ def preset(name: str) -> RunConfig:
 
 # Fields added after configurations were saved whose default is not what runs did before the
 # field existed: a saved configuration without the field keeps its old behaviour.
-BEFORE_FIELD = {"agent": {"weight_decay_on": "all"},  # the default since 2026-12-01: kernels
-                "net": {"q_head": "generic"},  # the field of issue 27
+BEFORE_FIELD = {"net": {"q_head": "generic"},  # the field of issue 27
                 "features": {"tree_forecast": "off"},  # study 19's field; default since study 20
                 "train": {"rival": "off"},  # study 34's field, the default since then
                 "env": {"prior": "flat"}}  # issue 58's field
@@ -411,6 +395,10 @@ class Removed(typing.NamedTuple):
     where: str
     removed: str
     read_if: tuple[str, Any] | None = None  # (field, value) of its section: read only then
+    # (the value runs had before the field existed, a (section, field) that every
+    # configuration saved since the field holds and none saved before it): a configuration
+    # lacking both the field and the marker is from before the field
+    before: tuple[Any, tuple[str, str]] | None = None
 
 
 # Fields removed (options superseded or rejected by their studies; docs/findings.md keeps the
@@ -435,10 +423,15 @@ REMOVED_FIELDS = {
     ("train", "skill_shrink"): Removed("off", "study 30", "2026-12-04"),
     ("net", "variables"): Removed("pwl", "studies 31-32", "2026-12-04"),
     ("train", "fallback"): Removed("off", "study 33", "2026-12-05"),
+    ("net", "td_to_encoder"): Removed(False, "study 18", "2026-12-07"),
+    ("agent", "weight_decay_on"): Removed("kernels", "study 7", "2026-12-07",
+                                          before=("all", ("net", "q_head"))),
+    ("train", "eval_params"): Removed("online", "study 24 and the acting-parameters rows",
+                                      "2026-12-07"),
 }
 # Choices removed from a field that remains, with the studies that rejected them and the date.
 REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03"),
-                   ("train", "eval_params", "average"): ("study 24", "2026-12-03")}
+                   ("features", "tree_forecast", "on"): ("study 19", "2026-12-07")}
 # Fields whose type changed: a saved configuration's old value and the one it now reads as.
 RETYPED_FIELDS = {("features", "tree_forecast"): {False: "off", True: "on"}}  # 2026-12-02
 
@@ -466,6 +459,10 @@ def _upgrade(d: dict) -> dict:
                           f"{section}.{name} in {', '.join(_choices(section, name))}")
     for (section, name), gone in REMOVED_FIELDS.items():
         part = out.get(section)
+        if isinstance(part, dict) and name not in part and gone.before is not None:
+            old, (marker_section, marker) = gone.before
+            if marker not in out.get(marker_section, {}):
+                part[name] = old
         if isinstance(part, dict) and name in part:
             value = part.pop(name)
             read = gone.read_if is None or part.get(gone.read_if[0]) == gone.read_if[1]

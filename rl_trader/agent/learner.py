@@ -84,21 +84,21 @@ def kernel_mask(params: chex.ArrayTree) -> chex.ArrayTree:
     """True at the weight matrices (leaves named `kernel` or `*_kernel`), False at biases,
     LayerNorm scales and offsets and the VSNs' `knots` (each variable's curve: values at
     points, a table like an embedding's, not a matrix on activations; study 32 judged it
-    undecayed): the leaves `weight_decay_on="kernels"` decays."""
+    undecayed): the leaves the weight decay shrinks."""
     return jax.tree_util.tree_map_with_path(
         lambda path, _: str(getattr(path[-1], "key", path[-1])).endswith("kernel"), params)
 
 
 def make_optimizer(cfg: AgentConfig, hp: HParams) -> optax.GradientTransformation:
     """One chain over all params: global-norm clip → Adam with decoupled weight decay λ:
-    θ ← θ − η·(adam(g) + λ·m⊙θ), with η and λ from `hp` (traced scalars) and m = 1 on every
-    leaf, or on the kernels only (`cfg.weight_decay_on`, `kernel_mask`).
+    θ ← θ − η·(adam(g) + λ·m⊙θ), with η and λ from `hp` (traced scalars) and m = 1 on the
+    kernels only (`kernel_mask`).
 
     The state depends on neither η nor λ, so a population may share one optimiser structure.
     """
-    mask = kernel_mask if cfg.weight_decay_on == "kernels" else None
     return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
-                       optax.adamw(hp.learning_rate, weight_decay=hp.weight_decay, mask=mask))
+                       optax.adamw(hp.learning_rate, weight_decay=hp.weight_decay,
+                                   mask=kernel_mask))
 
 
 def init_train_state(params: chex.ArrayTree, cfg: AgentConfig) -> TrainState:
@@ -113,11 +113,6 @@ def target_update(params: chex.ArrayTree, target_params: chex.ArrayTree,
                   tau: float) -> chex.ArrayTree:
     """θ̄ ← τ·θ + (1 − τ)·θ̄ over the whole tree, in one call."""
     return optax.incremental_update(params, target_params, tau)
-
-
-def policy_params(state: TrainState, which: str) -> chex.ArrayTree:
-    """The params the greedy policy is evaluated with: "online" or "target" (their EMA)."""
-    return {"online": state.params, "target": state.target_params}[which]
 
 
 def huber(x: jax.Array, delta: float) -> jax.Array:

@@ -97,9 +97,8 @@ class ModelQNetwork(nn.Module):
     Q through the known reward's cost, and the network has no portfolio VSN (its weights
     read 0). Study 28 chose this over C(x, p, a) for the bytes of the update.
 
-    Unless `NetConfig.td_to_encoder`, the trunk reads the market encoding through a
-    stop-gradient: the continuation's TD loss then trains the trunk and the heads, and only
-    the regressions train the market encoder."""
+    The trunk reads the market encoding through a stop-gradient: the continuation's TD loss
+    trains the trunk and the heads, and only the regressions train the market encoder."""
 
     cfg: NetConfig
     n_magnitudes: int
@@ -110,9 +109,7 @@ class ModelQNetwork(nn.Module):
         context, market, w_market = encode_market(obs, cfg)
         forecast = GRN(cfg.trunk, precision=p, name="forecast")(market, context)
         moments = head(2, "moments", forecast, p)
-        enc, ctx = market, context
-        if not cfg.td_to_encoder:
-            enc, ctx = jax.lax.stop_gradient((market, context))
+        enc, ctx = jax.lax.stop_gradient((market, context))
         trunk = GRN(cfg.trunk, precision=p, name="trunk")(enc, ctx)
         value = head(1, "value", trunk, p)
         return ModelOut(aux=moments[..., 0], second_moment=jax.nn.softplus(moments[..., 1]),

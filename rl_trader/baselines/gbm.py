@@ -168,7 +168,7 @@ class TreeForecastChoice:
 
     used: bool
     gbm_val_sharpe: float  # the gbm baseline's best over its leaves and iterations
-    ridge_val_sharpe: float | None  # ridge's best over its penalties (None: not compared)
+    ridge_val_sharpe: float  # ridge's best over its penalties
     column_mean: float | None = None
     column_std: float | None = None
 
@@ -178,25 +178,22 @@ class TreeForecastChoice:
     def describe(self) -> str:
         """One line for the run's log, e.g. 'used (validation Sharpe a bar: gbm 0.051 > ridge
         0.032)'."""
-        if self.ridge_val_sharpe is None:
-            return f"used (gbm validation Sharpe a bar {self.gbm_val_sharpe:.3f})"
         verdict = ("used", ">") if self.used else ("zero", "<=")
         return (f"{verdict[0]} (validation Sharpe a bar: gbm {self.gbm_val_sharpe:.3f} "
                 f"{verdict[1]} ridge {self.ridge_val_sharpe:.3f})")
 
 
-def tree_forecast_trials(mode: str, fit: GbmFit, ridge_returns: np.ndarray | None,
+def tree_forecast_trials(fit: GbmFit, ridge_returns: np.ndarray,
                          iterations: tuple[int, ...], val_len: int) -> dict[str, np.ndarray]:
     """The candidates whose validation returns chose a fold's tree-forecast column, each one
     trial of the run's DSR and PBO: every gbm (leaves, iterations) of the grid the column's
-    fit was chosen from, and with `mode` validation every ridge penalty its on/off choice was
-    compared with (`ridge_returns` [len(RIDGE_ALPHAS), ≥ val_len]); name → returns [val_len]
-    over the validation block's bars."""
+    fit was chosen from, and every ridge penalty its on/off choice was compared with
+    (`ridge_returns` [len(RIDGE_ALPHAS), ≥ val_len]); name → returns [val_len] over the
+    validation block's bars."""
     names = [f"gbm leaves={leaves} iterations={n}" for leaves in GBM_LEAVES for n in iterations]
     out = dict(zip(names, np.asarray(fit.val_returns, np.float64)[:, :val_len], strict=True))
-    if mode == "validation":
-        out |= {f"ridge alpha={a:g}": r[:val_len] for a, r in
-                zip(RIDGE_ALPHAS, np.asarray(ridge_returns, np.float64), strict=True)}
+    out |= {f"ridge alpha={a:g}": r[:val_len] for a, r in
+            zip(RIDGE_ALPHAS, np.asarray(ridge_returns, np.float64), strict=True)}
     return out
 
 
@@ -205,15 +202,12 @@ def _best(sharpes: np.ndarray) -> float:
     return float(np.max(np.where(np.isnan(sharpes), -np.inf, sharpes)))
 
 
-def choose_tree_forecast(mode: str, fit: GbmFit,
-                         ridge_val_sharpe: np.ndarray | None) -> TreeForecastChoice:
-    """`--tree-forecast` in a fold: "on" always uses the column; "validation" uses it iff
-    max gbm validation Sharpe > max ridge validation Sharpe (`ridge_val_sharpe`: ridge's
-    per-penalty Sharpes, `baselines.ridge.RidgeFit.val_sharpe`), i.e. where the trees find more on
-    validation than a linear forecast of the same features does."""
+def choose_tree_forecast(fit: GbmFit, ridge_val_sharpe: np.ndarray) -> TreeForecastChoice:
+    """`--tree-forecast validation` in a fold: the column is used iff max gbm validation
+    Sharpe > max ridge validation Sharpe (`ridge_val_sharpe`: ridge's per-penalty Sharpes,
+    `baselines.ridge.RidgeFit.val_sharpe`), i.e. where the trees find more on validation than
+    a linear forecast of the same features does."""
     gbm_best = _best(np.asarray(fit.val_sharpe, np.float64))
-    if mode == "on":
-        return TreeForecastChoice(used=True, gbm_val_sharpe=gbm_best, ridge_val_sharpe=None)
     ridge_best = _best(np.asarray(ridge_val_sharpe, np.float64))
     return TreeForecastChoice(used=gbm_best > ridge_best, gbm_val_sharpe=gbm_best,
                               ridge_val_sharpe=ridge_best)

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from rl_trader.cli.options import Parser, add_run_and_bars, run_and_bars
 from rl_trader.errors import InputError
+
+if TYPE_CHECKING:
+    from rl_trader.evaluation.record import RunSummary
 
 PROG = "rl-trader backtest"  # in help and errors
 
@@ -36,7 +40,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     return p
 
 
-def print_backtest(summary: dict) -> None:
+def print_backtest(summary: RunSummary) -> None:
     """Every strategy's metrics on the backtest bars, then PSR (rich)."""
     from rich.console import Console
     from rich.table import Table
@@ -44,19 +48,19 @@ def print_backtest(summary: dict) -> None:
     from rl_trader.report.writer import METRICS, num
 
     console = Console(width=max(140, Console().width))
-    table = Table(title=f"backtest of fold {summary['fold']}: {summary['first_date']} … "
-                        f"{summary['last_date']}, costs on")
+    table = Table(title=f"backtest of fold {summary.fold}: {summary.first_date} … "
+                        f"{summary.last_date}, costs on")
     table.add_column("strategy", no_wrap=True)
     for _, title, _ in METRICS:
         table.add_column(title, justify="right")
-    for name, m in summary["stitched"].items():
-        table.add_row(name, *(num(m[key], spec) for key, _, spec in METRICS))
+    for name, m in summary.stitched.items():
+        table.add_row(name, *(num(getattr(m, key), spec) for key, _, spec in METRICS))
     console.print(table)
-    head = summary["headline"]
-    console.print(f"agent Sharpe {num(head['stitched_test_sharpe'])} over "
-                  f"{head['n_test_bars']} bars: PSR {num(head['psr'], '.3f')}")
-    if summary["bars_seen_in_training"]:
-        console.print(f"[bold]note[/]: {summary['bars_seen_in_training']} of these bars are on "
+    head = summary.headline
+    console.print(f"agent Sharpe {num(head.stitched_test_sharpe)} over "
+                  f"{head.n_test_bars} bars: PSR {num(head.psr, '.3f')}")
+    if summary.bars_seen_in_training:
+        console.print(f"[bold]note[/]: {summary.bars_seen_in_training} of these bars are on "
                       "or before the end of the fold's validation block (seen in training)")
 
 

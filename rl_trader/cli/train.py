@@ -142,12 +142,12 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             if fresh:
                 discard_unstarted(run_dir, existed)
             raise
-        if "folds" in summary:  # process 0 of a multi-process run, or a single process
+        if jax.process_index() == 0:  # the process that scored and wrote the summary
             print_table(summary)
             print(f"done in {time.time() - t0:.1f}s; summary: {run_dir / 'summary.json'}")
-        for line in summary["stopped"]:
+        for line in summary.stopped:
             print(f"error: {line}", file=sys.stderr)
-        return 1 if summary["stopped"] else 0
+        return 1 if summary.stopped else 0
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -235,6 +235,13 @@ def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.
                       (("train", fold.train), ("val", fold.val), ("test", fold.test))}}
 
 
+def zero_obs(n_market: int, cfg: FeatureConfig) -> Obs:
+    """An all-zero observation with `observe`'s shapes (market [F + E], window [L, F + E],
+    portfolio [P]; `n_market` = F + E): what a network is initialised with."""
+    return Obs(market=jnp.zeros((n_market,)), window=jnp.zeros((cfg.lookback, n_market)),
+               portfolio=jnp.zeros((len(PORTFOLIO_NAMES),)))
+
+
 def observe(data: FoldData, bar: jax.Array, portfolio: jax.Array, cfg: FeatureConfig) -> Obs:
     """Observation at the close of `bar` (unbatched): market row [F + E] (the features, then
     the `tree_forecast` columns), window [L, F + E] (L = cfg.lookback), and the portfolio

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from rl_trader.evaluation.metrics import geometric_mean_positive, sharpe, unit_volatility
+from rl_trader.evaluation.record import Headline, Spa
 from rl_trader.evaluation.stats import (
     SPA_MIN_PERIODS,
     annualise_sharpe,
@@ -78,7 +79,7 @@ def fold_pbo(val_returns: np.ndarray) -> float | None:
 
 def headline(stitched: np.ndarray, trials: list[dict], val_matrix: list[list[np.ndarray]],
              ppy: float, baselines: dict[str, np.ndarray], seed: int,
-             fold_test_sharpes: list[float] | None = None, prior_trials: int = 0) -> dict:
+             fold_test_sharpes: list[float] | None = None, prior_trials: int = 0) -> Headline:
     """Stitched test Sharpe with PSR, DSR over all trials (this run's and `prior_trials`
     looked at outside it), MinTRL, E[max Sharpe], PBO and the SPA against `baselines`' stitched
     returns (`superior_ability`, resampled with `seed`)."""
@@ -88,19 +89,19 @@ def headline(stitched: np.ndarray, trials: list[dict], val_matrix: list[list[np.
     pbos = [fold_pbo(np.concatenate(m, axis=0)) for m in val_matrix]
     pbos = [p for p in pbos if p is not None]
     mintrl = min_track_record_length(sr, skew, kurt)
-    return {
-        "stitched_test_sharpe": float(sharpe(stitched, ppy)),
-        "psr": probabilistic_sharpe_ratio(sr, n, skew, kurt),
-        "dsr": deflated.dsr,
-        "n_trials": deflated.n_trials,
-        "expected_max_sharpe": annualise_sharpe(deflated.sr_benchmark, ppy),
-        "min_track_record_bars": None if math.isinf(mintrl) else mintrl,
-        "n_test_bars": n,
-        "pbo": float(np.mean(pbos)) if pbos else None,
-        "pbo_by_fold": pbos,
-        "geo_mean_test_sharpe": (geometric_mean_positive(fold_test_sharpes)
-                                 if fold_test_sharpes else None),
-        "skew": skew,
-        "kurtosis": kurt,
-        "spa": superior_ability(stitched, baselines, seed),
-    }
+    spa = superior_ability(stitched, baselines, seed)
+    return Headline(
+        stitched_test_sharpe=float(sharpe(stitched, ppy)),
+        psr=probabilistic_sharpe_ratio(sr, n, skew, kurt),
+        dsr=deflated.dsr,
+        n_trials=deflated.n_trials,
+        expected_max_sharpe=annualise_sharpe(deflated.sr_benchmark, ppy),
+        min_track_record_bars=None if math.isinf(mintrl) else mintrl,
+        n_test_bars=n,
+        pbo=float(np.mean(pbos)) if pbos else None,
+        pbo_by_fold=pbos,
+        geo_mean_test_sharpe=(geometric_mean_positive(fold_test_sharpes)
+                              if fold_test_sharpes else None),
+        skew=skew,
+        kurtosis=kurt,
+        spa=None if spa is None else Spa(**spa))

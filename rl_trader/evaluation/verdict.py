@@ -6,23 +6,24 @@ from __future__ import annotations
 import math
 from numbers import Real
 
+from rl_trader.evaluation.record import Headline, Spa
+
 SKILL_PROB = 0.95  # DSR (PSR where nothing was selected) at or above: more than selection luck
 SKILL_P = 0.05  # SPA p for "the agent beats every baseline" below: it beats them
 
 
-def skill_verdict(head: dict) -> tuple[bool | None, str]:
+def skill_verdict(head: Headline) -> tuple[bool | None, str]:
     """Whether a headline (`evaluation.headline.headline`, or a backtest's) is evidence of
     skill, and why in plain words: (True, why) when the DSR (the PSR where nothing was
     selected: a backtest) reaches `SKILL_PROB` and the SPA p for "the agent beats every
     baseline" is below `SKILL_P`; where no SPA was computed (an older run, too few bars) the
     DSR decides alone and the reason says so. (None, why) without a DSR or PSR. A value that
     is not a finite number counts as absent."""
-    dsr, psr = finite_or_none(head.get("dsr")), finite_or_none(head.get("psr"))
+    dsr, psr = finite_or_none(head.dsr), finite_or_none(head.psr)
     prob, name = (dsr, "DSR") if dsr is not None else (psr, "PSR")
     if prob is None:
         return None, "no DSR or PSR in this summary"
-    spa = head.get("spa")
-    p = finite_or_none(spa.get("p_agent_beats_all")) if isinstance(spa, dict) else None
+    p = finite_or_none(head.spa.p_agent_beats_all) if isinstance(head.spa, Spa) else None
     lucky = prob < SKILL_PROB
     why = [f"{name} {_shown(prob, SKILL_PROB)} {'<' if lucky else '≥'} {SKILL_PROB}"
            + ("" if not lucky else

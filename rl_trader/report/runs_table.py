@@ -20,6 +20,7 @@ from typing import Any
 from rl_trader.config import PRESETS, preset
 from rl_trader.data.loader import EMBEDDED  # the data source of a run on the embedded data
 from rl_trader.errors import InputError
+from rl_trader.evaluation.record import ABSENT, Headline, RunSummary
 from rl_trader.evaluation.verdict import skill_verdict
 
 COLUMNS = ("run", "status", "time", "data", "preset", "epochs", "folds", "agent",
@@ -91,36 +92,31 @@ def _stamp(path: Path) -> str:
 def _finished_row(d: Path) -> dict[str, Any]:
     path = d / "summary.json"
     try:
-        s = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(s, dict) and s.get("validation_only"):
-            return _row(d, "sweep", time=_stamp(path), data=_data(_at(s, "config")),
+        s = RunSummary.from_json(json.loads(path.read_text(encoding="utf-8")), "summary.json")
+        if s.validation_only:
+            return _row(d, "sweep", time=_stamp(path), data=_data(s.config),
                         note="validation only (experiments.sweep): no test figures",
-                        **_config_columns(_at(s, "config")))
-        if not isinstance(s, dict) or "stitched_test_sharpe" not in s:
-            raise Corrupt("not a run's summary (no stitched_test_sharpe)")
-        head = _at(s, "headline")
-        dsr = _number(_at(head, "dsr"), "headline.dsr")
-        status = ("backtest" if s.get("backtest") else "stopped" if s.get("stopped") else "done")
+                        **_config_columns(s.config))
+        if s.stitched_test_sharpe is ABSENT:
+            raise InputError("summary.json: not a run's summary (no stitched_test_sharpe)")
+        head = s.headline or Headline(stitched_test_sharpe=s.stitched_test_sharpe)
+        stitched, spa = s.stitched or {}, head.spa or None
         return _row(
-            d, status, time=_stamp(path), data=_text(s.get("data_source")),
-            **_config_columns(_at(s, "config")),
-            agent=_number(s["stitched_test_sharpe"], "stitched_test_sharpe"),
-            buy_and_hold=_number(s.get("stitched_buy_and_hold_test_sharpe"),
-                                 "stitched_buy_and_hold_test_sharpe"),
-            random=_number(_at(s, "stitched_random", "sharpe"), "stitched_random.sharpe"),
-            vol_target=_number(_at(s, "stitched", "vol_target", "sharpe"),
-                               "stitched.vol_target.sharpe"),
-            ridge=_number(_at(s, "stitched", "ridge", "sharpe"), "stitched.ridge.sharpe"),
-            gbm=_number(_at(s, "stitched", "gbm", "sharpe"), "stitched.gbm.sharpe"),
-            dsr=dsr, pbo=_number(_at(head, "pbo"), "headline.pbo"),
-            spa=_number(_at(head, "spa", "p_agent_beats_all"), "headline.spa.p_agent_beats_all"),
-            skill=skill_verdict(head)[0] if isinstance(head, dict) else None,
-            note="; ".join(_strings(s.get("stopped"), "stopped")) or None)
+            d, "backtest" if s.backtest else "stopped" if s.stopped else "done",
+            time=_stamp(path), data=s.data_source or None, **_config_columns(s.config),
+            agent=s.stitched_test_sharpe, buy_and_hold=_value(s.stitched_buy_and_hold_test_sharpe),
+            random=_value(s.stitched_random.sharpe if s.stitched_random else None),
+            **{name: _value(stitched[name].sharpe if name in stitched else None)
+               for name in ("vol_target", "ridge", "gbm")},
+            dsr=_value(head.dsr), pbo=_value(head.pbo),
+            spa=spa.p_agent_beats_all if spa else None,
+            skill=skill_verdict(head)[0] if s.headline else None,
+            note="; ".join(s.stopped or []) or None)
     except json.JSONDecodeError as err:
-        why = f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}"
-    except (Corrupt, OSError, UnicodeDecodeError, RecursionError) as err:
+        why = f"summary.json: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}"
+    except (Corrupt, InputError, OSError, UnicodeDecodeError, RecursionError) as err:
         why = str(err)
-    return _row(d, "corrupt", time=_stamp(path), note=f"summary.json: {why}")
+    return _row(d, "corrupt", time=_stamp(path), note=why)
 
 
 def _incomplete_row(d: Path) -> dict[str, Any]:
@@ -191,21 +187,10 @@ def _at(obj: Any, *keys: str) -> Any:
     return obj
 
 
-def _number(value: Any, key: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise Corrupt(f"{key} is {value!r}, not a number")
-    return float(value)
+def _value(value: Any) -> float | None:
+    """A figure of the summary (`from_json` checked its type), None where absent or null."""
+    return None if value is None or value is ABSENT else float(value)
 
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def _strings(value: Any, key: str) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise Corrupt(f"{key} is {value!r}, not a list")
-    return [str(v) for v in value]

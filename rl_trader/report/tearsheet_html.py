@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from rl_trader.evaluation.metrics import cagr, exposure, prior_figures, sharpe
+from rl_trader.evaluation.record import Performance, RunSummary
 from rl_trader.evaluation.stats import moments
 from rl_trader.report import plots
 from rl_trader.report.figures import Figures
@@ -133,11 +134,11 @@ def distribution(s: FoldReturns, figure: Figures) -> list[str]:
                  "b the buy-and-hold returns of the same bars.")]
 
 
-def costs(s: FoldReturns, stitched: dict, ppy: float, figure: Figures) -> list[str]:
+def costs(s: FoldReturns, stitched: dict[str, Performance], ppy: float,
+          figure: Figures) -> list[str]:
     """Turnover (from the summary), gross vs net equity, costs paid and their drag on CAGR."""
     parts = [heading("Costs: gross vs net, turnover", "costs")]
-    agent = stitched.get("agent") if isinstance(stitched, dict) else None
-    turn = agent.get("turnover") if isinstance(agent, dict) else None
+    turn = stitched["agent"].turnover if "agent" in stitched else None
     parts.append(f"<p>Turnover of the agent: <b>{num(turn, '.2f')} × equity per year</b> (mean "
                  f"over bars of |traded notional| / equity, × {ppy:g} bars a year; 2 = one "
                  "round trip into and out of a full position a year).</p>")
@@ -156,8 +157,8 @@ def costs(s: FoldReturns, stitched: dict, ppy: float, figure: Figures) -> list[s
             "each bar's cost (fraction of equity).</p>"]
 
 
-def sections(s: FoldReturns, summary: dict, ppy: float, figure: Figures) -> list[str]:
+def sections(s: FoldReturns, summary: RunSummary, ppy: float, figure: Figures) -> list[str]:
     """Every tear-sheet section over the stitched record `s`, as HTML fragments (the figures
     drawn by `figure`)."""
     return [*positions(s, ppy, figure), *rolling(s, ppy, figure), *calendar(s), *drawdown_table(s),
-            *distribution(s, figure), *costs(s, summary.get("stitched") or {}, ppy, figure)]
+            *distribution(s, figure), *costs(s, summary.stitched or {}, ppy, figure)]

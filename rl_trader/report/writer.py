@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rl_trader.errors import InputError
+from rl_trader.evaluation.record import ABSENT, FoldEntry, RunSummary
 from rl_trader.evaluation.verdict import skill_verdict
 from rl_trader.report.figures import Figures
 from rl_trader.report.html import heading, img, note, num, table
@@ -23,7 +24,6 @@ from rl_trader.report.tables import (
     NOT_RETURNS_SUFFIXES,
     STRATEGIES,
     acted,
-    fid,
     fold_table,
     headline,
     metrics_rows,
@@ -32,45 +32,43 @@ from rl_trader.report.tables import (
 )
 
 
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:+.3f}"
+def _fmt(x: object) -> str:
+    return num(x, "+.3f")
 
 
-def print_table(summary: dict, console: Console | None = None) -> None:
+def print_table(summary: RunSummary, console: Console | None = None) -> None:
     """Per-fold agent vs buy-and-hold on each test block, then the stitched figures."""
     table = Table(title="Out-of-sample (test) results, costs on")
     for col in ("fold", "test bars", "best epoch", "val Sharpe", "test Sharpe",
                 "buy&hold Sharpe"):
         table.add_column(col, justify="right")
-    for f in summary["folds"]:
-        table.add_row(str(f["fold"]), f"[{f['test_start']}, {f['test_end']})",
-                      acted(f, str(f["best_epoch"])), _fmt(f["val_sharpe"]),
-                      _fmt(f["test_sharpe"]),
-                      _fmt(f["buy_and_hold_test_sharpe"]))
+    for f in summary.folds:
+        table.add_row(str(f.fold), f"[{f.test_start}, {f.test_end})",
+                      acted(f, str(f.best_epoch)), _fmt(f.val_sharpe), _fmt(f.test_sharpe),
+                      _fmt(f.buy_and_hold_test_sharpe))
     table.add_section()
-    table.add_row("stitched", "", "", "", _fmt(summary["stitched_test_sharpe"]),
-                  _fmt(summary["stitched_buy_and_hold_test_sharpe"]))
-    geo = summary["geo_mean_test_sharpe"]
+    table.add_row("stitched", "", "", "", _fmt(summary.stitched_test_sharpe),
+                  _fmt(summary.stitched_buy_and_hold_test_sharpe))
+    geo = summary.geo_mean_test_sharpe
     console = console or Console(width=max(100, Console().width))
     console.print(table)
     console.print(
         "geometric mean of fold test Sharpes: "
-        + (f"{geo:.3f}" if geo is not None else "undefined (not every fold is > 0)"))
-    if line := rival_line(summary["folds"]):
+        + (f"{geo:.3f}" if isinstance(geo, float) else "undefined (not every fold is > 0)"))
+    if line := rival_line(summary.folds):
         console.print(line)
-    head = summary.get("headline")
-    if head:
+    head = summary.headline
+    if head is not ABSENT:
         console.print(
-            f"stitched test Sharpe {_fmt(head['stitched_test_sharpe'])}: "
-            f"PSR {num(head['psr'], '.3f')}, DSR {num(head['dsr'], '.3f')} over "
-            f"{head['n_trials']} trials (zero-skill best "
-            f"≈ {num(head['expected_max_sharpe'], '.2f')}), PBO {num(head['pbo'], '.2f')}")
-        spa = head.get("spa")
-        if isinstance(spa, dict):
+            f"stitched test Sharpe {_fmt(head.stitched_test_sharpe)}: "
+            f"PSR {num(head.psr, '.3f')}, DSR {num(head.dsr, '.3f')} over "
+            f"{num(head.n_trials, 'd')} trials (zero-skill best "
+            f"≈ {num(head.expected_max_sharpe, '.2f')}), PBO {num(head.pbo, '.2f')}")
+        if spa := head.spa:
             console.print(
-                f"SPA p (Hansen, Sharpe ratios): {num(spa.get('p_agent_beats_all'), '.3f')} for "
+                f"SPA p (Hansen, Sharpe ratios): {num(spa.p_agent_beats_all, '.3f')} for "
                 "'the agent beats every baseline', "
-                f"{num(spa.get('p_some_baseline_beats_agent'), '.3f')} for 'some baseline beats "
+                f"{num(spa.p_some_baseline_beats_agent, '.3f')} for 'some baseline beats "
                 "the agent' (below 0.05: evidence)")
         skill, why = skill_verdict(head)
         if skill is not None:
@@ -79,8 +77,8 @@ def print_table(summary: dict, console: Console | None = None) -> None:
 
 # ---------------------------------------------------------------- HTML report
 
-def load_summary(run_dir: str | Path) -> dict:
-    """Read and minimally validate `run_dir/summary.json`; InputError if it is not a run."""
+def load_summary(run_dir: str | Path) -> RunSummary:
+    """Read `run_dir/summary.json` (`RunSummary.from_json`); InputError if it is not a run."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise InputError(f"run directory not found: {run_dir}")
@@ -98,10 +96,10 @@ def load_summary(run_dir: str | Path) -> dict:
     folds = summary.get("folds") if isinstance(summary, dict) else None
     if not isinstance(folds, list) or not all(isinstance(f, dict) for f in folds):
         raise InputError(f"{path}: not a run summary (needs a 'folds' list of objects)")
-    return summary
+    return RunSummary.from_json(summary, str(path))
 
 
-def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
+def load_returns(run_dir: Path, folds: tuple[FoldEntry, ...]) -> tuple[list, list[str]]:
     """Each fold's test returns (plots.FoldReturns) and notes on folds that could not be read.
 
     Every 1-D numeric array other than `NOT_RETURNS` and names ending in `NOT_RETURNS_SUFFIXES`
@@ -111,9 +109,9 @@ def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
     from rl_trader.report.plots import FoldReturns
 
     raw, notes = [], []
-    for k, f in enumerate(folds):
-        fold = fid(f, k)
-        rel = f.get("returns_file") or f"fold_{fold}/test_returns.npz"
+    for f in folds:
+        fold = f.fold
+        rel = f.returns_file or f"fold_{fold}/test_returns.npz"
         try:
             with np.load(run_dir / rel, allow_pickle=False) as z:
                 arrays = {name: np.asarray(z[name]) for name in z.files}
@@ -155,12 +153,11 @@ def load_returns(run_dir: Path, folds: list[dict]) -> tuple[list, list[str]]:
     return out, notes
 
 
-def _vsn(folds: list[dict], key: str, title: str, figure: Figures) -> str:
+def _vsn(folds: tuple[FoldEntry, ...], key: str, title: str, figure: Figures) -> str:
     from rl_trader.report import plots
 
-    per = {fid(f, k): {n: float(v) for n, v in f[key].items()
-                                   if isinstance(v, int | float)}
-           for k, f in enumerate(folds) if isinstance(f.get(key), dict) and f[key]}
+    per = {f.fold: {n: float(v) for n, v in getattr(f, key).items()}
+           for f in folds if getattr(f, key)}
     if not per:
         return note(f"No {key} in this run's summary.")
     if not any(v for d in per.values() for v in d.values()):  # a softmax is never all 0
@@ -169,18 +166,18 @@ def _vsn(folds: list[dict], key: str, title: str, figure: Figures) -> str:
     return img(figure(plots.vsn_weights, per, title), title)
 
 
-def _ppy(s: dict) -> tuple[float, list[str]]:
-    ppy = s.get("periods_per_year")
-    if isinstance(ppy, int | float) and not isinstance(ppy, bool) and ppy > 0:
+def _ppy(s: RunSummary) -> tuple[float, list[str]]:
+    ppy = s.periods_per_year
+    if ppy is not ABSENT and ppy > 0:
         return float(ppy), []
     return 252.0, [note("No periods_per_year in this run's summary: 252 assumed.")]
 
 
-def _body(run_dir: Path, s: dict, figure: Figures) -> str:
+def _body(run_dir: Path, s: RunSummary, figure: Figures) -> str:
     from rl_trader.report import plots
     from rl_trader.report import tearsheet_html as report_tearsheet
 
-    folds = s["folds"]
+    folds = s.folds
     parts = [heading("Headline", "headline"), headline(s)]
     returns, notes = load_returns(run_dir, folds)
     parts.append(heading("Stitched out-of-sample equity", "equity"))
@@ -202,33 +199,33 @@ def _body(run_dir: Path, s: dict, figure: Figures) -> str:
     parts += [heading("Per-fold results (test block, costs on)", "folds"),
               fold_table(folds, dates), "<h3>Per-fold test Sharpe, every strategy</h3>",
               strategy_sharpes(folds)]
-    if isinstance(s.get("stitched"), dict):
+    if s.stitched:
         parts += ["<h3>Stitched metrics, all strategies</h3>",
                   table(["strategy", *(t for _, t, _ in METRICS)], metrics_rows(s))]
     parts += [heading("Variable selection (VSN) importance", "vsn"),
               _vsn(folds, "market_vsn_weights", "market features: mean selection weight", figure),
               _vsn(folds, "portfolio_vsn_weights", "portfolio state: mean selection weight",
                    figure)]
-    epochs = {fid(f, k): [r for r in f["epochs"] if isinstance(r, dict)]
-              for k, f in enumerate(folds) if isinstance(f.get("epochs"), list) and f["epochs"]}
+    epochs = {f.fold: [r for r in f.epochs if isinstance(r, dict)] for f in folds if f.epochs}
     parts.append(heading("Learning curves", "learning"))
     if epochs:
-        best = {fid(f, k): f.get("best_epoch") for k, f in enumerate(folds)}
+        best = {f.fold: None if f.best_epoch is ABSENT else f.best_epoch for f in folds}
         parts.append(img(figure(plots.learning_curves, epochs, best), "learning curves"))
     else:
         parts.append(note("No per-epoch history in this run's summary."))
     return "\n".join(parts)
 
 
-def _footer(s: dict) -> str:
-    rows = [("data source", s.get("data_source")), ("data sha256", s.get("data_sha256")),
-            ("bars", s.get("n_bars")), ("periods per year", s.get("periods_per_year")),
-            ("fingerprint", s.get("fingerprint")), ("device", s.get("device")),
-            ("trials", len(s["trials"]) if isinstance(s.get("trials"), list) else None)]
-    dl = "".join(f"<dt>{escape(k)}</dt><dd>{escape('n/a' if v is None else str(v))}</dd>"
+def _footer(s: RunSummary) -> str:
+    rows = [("data source", s.data_source), ("data sha256", s.data_sha256),
+            ("bars", s.n_bars), ("periods per year", s.periods_per_year),
+            ("fingerprint", s.fingerprint), ("device", s.device),
+            ("trials", len(s.trials) if s.trials is not ABSENT else None)]
+    dl = "".join(f"<dt>{escape(k)}</dt><dd>"
+                 f"{escape('n/a' if v is None or v is ABSENT else str(v))}</dd>"
                  for k, v in rows)
-    cfg = escape(json.dumps(s.get("config"), indent=2, sort_keys=True, default=str))
-    feats = escape(", ".join(map(str, s.get("feature_names") or [])) or "n/a")
+    cfg = escape(json.dumps(s.config, indent=2, sort_keys=True, default=str))
+    feats = escape(", ".join(map(str, s.feature_names or [])) or "n/a")
     return (f"<footer><dl>{dl}</dl><details><summary>features</summary><p>{feats}</p>"
             f"</details><details><summary>config (JSON)</summary><pre>{cfg}</pre></details>"
             "</footer>")
@@ -253,7 +250,7 @@ SCRIPT = """window.addEventListener("load", function () {
 });"""
 
 
-def render_html(run_dir: str | Path, summary: dict, pool: Executor | None = None) -> str:
+def render_html(run_dir: str | Path, summary: RunSummary, pool: Executor | None = None) -> str:
     """The whole report as one self-contained HTML string; its figures drawn by `pool`'s
     workers side by side (`figures.start_workers`), or here one after another."""
     title = f"rl_trader run report: {Path(run_dir).resolve().name}"

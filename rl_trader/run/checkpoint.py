@@ -29,13 +29,12 @@ import tensorstore as ts
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from rl_trader.agent.learner import policy_params
 from rl_trader.config import NetConfig
 from rl_trader.errors import InputError
 
 _RESERVED = ("fingerprint", "epoch", "val_sharpe", "process")
-# A fold checkpoint's "holds" metadata: the ensemble's acting parameters only (`agent.
-# policy_params`, what scoring, `predict` and `backtest` use). Epochs saved without it (before
+# A fold checkpoint's "holds" metadata: the ensemble's acting parameters only (the online
+# params, what scoring, `predict` and `backtest` use). Epochs saved without it (before
 # 2026-11-30, fifth session) hold the whole learner state: online and target params and Adam's
 # moments, four times the arrays; `FoldCheckpoints.restore_acting` reads both.
 HOLDS_ACTING = "acting_params"
@@ -55,7 +54,7 @@ def flat_params(params: Any) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in _flat(params).items()}
 
 
-UNHASHED = ("precision", "td_to_encoder")
+UNHASHED = ("precision",)
 # NetConfig fields added later, hashed only away from the value runs had before them (the
 # removed `embedding` was hashed only away from "none": runs without it keep their hash)
 HASHED_UNLESS = {"q_head": "generic"}
@@ -276,13 +275,13 @@ class FoldCheckpoints:
         args = ocp.args.Composite(state=item)
         return _restore(self._mngr, epoch, args, self.directory)["state"]
 
-    def restore_acting(self, learner: Any, which: str, epoch: int | None = None) -> Any:
-        """The acting params (`learner.policy_params(·, which)`) of `epoch` (default: the best),
+    def restore_acting(self, learner: Any, epoch: int | None = None) -> Any:
+        """The acting (online) params of `epoch` (default: the best),
         `learner` being a learner-state template: restored alone from an epoch that holds them
         (`HOLDS_ACTING`), or picked from the whole learner state an older epoch holds."""
         if self.metadata(epoch).get("holds") == HOLDS_ACTING:
-            return self.restore(policy_params(learner, which), epoch)
-        return policy_params(self.restore(learner, epoch), which)
+            return self.restore(learner.params, epoch)
+        return self.restore(learner, epoch).params
 
     def delete_after(self, epoch: int) -> None:
         """Remove saved epochs > `epoch` (left by a run killed before its resume point)."""

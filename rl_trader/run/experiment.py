@@ -32,13 +32,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl_trader import env
-from rl_trader.agent.learner import TrainState, policy_params
+from rl_trader.agent.learner import TrainState
 from rl_trader.baselines.gbm import TREES_FILE, GbmFits, save_trees
 from rl_trader.data.buckets import trim
 from rl_trader.data.fold_data import fold_inference_metadata
 from rl_trader.data.folds import format_folds
 from rl_trader.errors import InputError
 from rl_trader.evaluation.metrics import sharpe_of
+from rl_trader.evaluation.record import RunSummary
 from rl_trader.evaluation.rollout import decision_targets
 from rl_trader.evaluation.selection import best_of
 from rl_trader.report.figures import start_workers
@@ -133,8 +134,9 @@ def _finite(runners, metrics) -> jax.Array:
 def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
                    resume: bool = False, log: Callable[[str], None] = print,
                    devices: int | None = None, validation_only: bool = False,
-                   write_html: bool = True) -> dict:
-    """Train the population, score each fold once on test, write the outputs; return summary.
+                   write_html: bool = True) -> RunSummary:
+    """Train the population, score each fold once on test, write the outputs; return the
+    summary (on a process other than 0 of a multi-process run: its `stopped` alone).
 
     With `resume`, continue from the last completed epoch saved in `run_dir/resume/` (state of
     every member, replay and PRNG keys included), so the result equals an uninterrupted run's.
@@ -157,7 +159,7 @@ def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
 
 
 def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None],
-         devices: int | None, validation_only: bool, write_html: bool) -> dict:
+         devices: int | None, validation_only: bool, write_html: bool) -> RunSummary:
     """The stages, in order, inside the locked run directory."""
     log(format_folds(prep.folds, prep.bars.dates))
     t_start, clock = time.time(), Stopwatch()
@@ -272,7 +274,7 @@ def _restore_lost_checkpoints(run: Run, restored: Records, progress: Progress) -
     side by side, so a run killed at the wrong moment can have committed the second only."""
     epoch = progress.epochs_done - 1
     val_sh = [sharpe_of(r, run.prep.periods_per_year) for r in restored.val_returns[epoch]]
-    acting = policy_params(restored.runners.learner, run.prep.cfg.train.eval_params)
+    acting = restored.runners.learner.params
     for k, ckpt in enumerate(run.checkpoints):
         if ckpt is not None and k not in progress.stopped and epoch not in ckpt.saved_epochs():
             _save_fold(run, k, epoch, val_sh,
@@ -313,7 +315,7 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     if epoch > 0:
         fault_point(f"saved:{epoch - 1}")
     fault_point(f"epoch:{epoch}")
-    learnt = policy_params(runners.learner, cfg.train.eval_params)  # [members, ...]
+    learnt = runners.learner.params  # [members, ...]
     with clock.stage("validation"), run.compiles.first("validation program"):
         acting = jax.device_put(ensembles(learnt, len(c.groups), c.n_seeds),
                                 replicated(c.mesh))
@@ -433,7 +435,7 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
             ckpt.close()  # waits for its last save
     barrier("fold_checkpoints")  # every owner's saves are on disk before process 0 reads them
     if jax.process_index() != 0:  # process 0 scores every fold and writes the summary
-        return {"stopped": stopped}
+        return RunSummary(folds=(), config=run.prep.cfg.to_dict(), stopped=stopped)
     records = fold_records(run.prep, run.cohort, state.records, progress)
     if validation_only:
         summary = validation_summary(run.prep, records, run.cohort.settings)
@@ -445,19 +447,17 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
                                   readers, run.cohort.fold_data, *records,
                                   gbm_fits=run.gbm_fits,
                                   mesh=None if is_multiprocess() else run.cohort.mesh)
-    summary["fingerprint"] = run.fingerprint
-    summary["stopped"] = stopped
-    return summary
+    return dataclasses.replace(summary, fingerprint=run.fingerprint, stopped=stopped)
 
 
-def report(run: Run, state: RunState, summary: dict, validation_only: bool,
+def report(run: Run, state: RunState, summary: RunSummary, validation_only: bool,
            write_html: bool, pool: Executor | None = None) -> None:
     """Stage 5 (process 0): summary.json, the per-bar validation returns of a sweep or (with
     `write_html`) the HTML report of a run (its figures drawn by `pool`'s workers, if any),
     timings.json (stages included); then the resume state is removed (the run is done)."""
     run_dir, c = run.run_dir, run.cohort
     done = state.progress.epochs_done
-    write_json(run_dir / "summary.json", summary)
+    write_json(run_dir / "summary.json", summary.to_json())
     with run.clock.stage("report"):
         if validation_only:
             np.savez_compressed(run_dir / "validation_returns.npz",

@@ -26,11 +26,9 @@ import numpy as np
 from rl_trader import env
 from rl_trader.agent.heads import make_head
 from rl_trader.agent.learner import TrainState, init_train_state
-from rl_trader.agent.networks import Obs
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.baselines.gbm import TREES_FILE, load_trees, tree_column
 from rl_trader.baselines.rules import vol_target_decide
-from rl_trader.baselines.suite import BASELINES
 from rl_trader.config import RunConfig, config_from_dict
 from rl_trader.data import Bars
 from rl_trader.data.buckets import bucket, trim
@@ -41,16 +39,18 @@ from rl_trader.data.fold_data import (
     bar_context,
     device_fold_data,
     observe,
+    zero_obs,
 )
 from rl_trader.data.prior import trailing_vol, vol_ratio
 from rl_trader.errors import InputError
 from rl_trader.evaluation.headline import superior_ability
-from rl_trader.evaluation.metrics import geometric_mean_positive, prior_figures, sharpe
+from rl_trader.evaluation.metrics import geometric_mean_positive, sharpe
+from rl_trader.evaluation.record import FoldEntry, Headline, RunSummary, Spa
 from rl_trader.evaluation.rollout import Aux, Rollout, rollout
 from rl_trader.evaluation.stats import min_track_record_length, moments, probabilistic_sharpe_ratio
 from rl_trader.run.checkpoint import FoldCheckpoints, fingerprint
 from rl_trader.run.prepare import TREE_FORECAST_NAME
-from rl_trader.run.scoring import RIVAL_FILE, compare, save_returns
+from rl_trader.run.scoring import RIVAL_FILE, compare, save_returns, test_figures
 from rl_trader.runtime.rundir import write_json
 
 SPACING_TOLERANCE = 0.25  # relative difference of periods per year refused between run and file
@@ -126,9 +126,7 @@ def learner_template(cfg: RunConfig, n_features: int, seeds: int) -> TrainState:
     """Zero learner state of `seeds` members (leading axis) with the training run's structure,
     as host numpy arrays (shapes from `jax.eval_shape`: nothing is initialised or compiled)."""
     net = make_head(cfg).network
-    dummy = Obs(market=jnp.zeros((n_features,)),
-                window=jnp.zeros((cfg.features.lookback, n_features)),
-                portfolio=jnp.zeros((len(env.PORTFOLIO_NAMES),)))
+    dummy = zero_obs(n_features, cfg.features)
     shapes = jax.eval_shape(lambda k: init_train_state(net.init(k, dummy), cfg.agent),
                             jax.random.PRNGKey(0))
     return jax.tree.map(lambda s: np.zeros((seeds,) + s.shape, s.dtype), shapes)
@@ -136,14 +134,14 @@ def learner_template(cfg: RunConfig, n_features: int, seeds: int) -> TrainState:
 
 def restore_acting(directory: Path, cfg: RunConfig, n_features: int, seeds: int,
                    epoch: int | None = None) -> Any:
-    """The ensemble's acting params (`learner.policy_params`, leading axis `seeds`) saved in the
+    """The ensemble's acting (online) params (leading axis `seeds`) saved in the
     fold checkpoint `directory` (default: the best epoch), read only; refused (InputError)
     unless the stored fingerprint equals that of the network `cfg` builds. Reads either layout
     (`FoldCheckpoints.restore_acting`)."""
     learner = learner_template(cfg, n_features, seeds)
     fp = fingerprint(learner.params, cfg.net, len(env.action_sizes(cfg.env)))
     with FoldCheckpoints(directory, fp, {}, read_only=True) as ckpt:
-        return ckpt.restore_acting(learner, cfg.train.eval_params, epoch)
+        return ckpt.restore_acting(learner, epoch)
 
 
 def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:
@@ -326,22 +324,23 @@ def _rival_rollout(data: FoldData, start: jax.Array, length: int, cfg: RunConfig
 
 
 def _headline(returns: np.ndarray, ppy: float, baselines: dict[str, np.ndarray],
-              seed: int) -> dict:
+              seed: int) -> Headline:
     """PSR, MinTRL and the SPA against `baselines` (`superior_ability`) of the backtest's
     returns. No selection happens on these bars, so there is nothing to deflate: DSR, PBO and
     the trial count do not apply (None)."""
     sr, skew, kurt, n = moments(returns)
     mintrl = min_track_record_length(sr, skew, kurt)
-    return {"stitched_test_sharpe": float(sharpe(returns, ppy)),
-            "psr": probabilistic_sharpe_ratio(sr, n, skew, kurt),
-            "min_track_record_bars": None if math.isinf(mintrl) else mintrl,
-            "n_test_bars": n, "skew": skew, "kurtosis": kurt,
-            "dsr": None, "n_trials": None, "expected_max_sharpe": None, "pbo": None,
-            "spa": superior_ability(returns, baselines, seed)}
+    spa = superior_ability(returns, baselines, seed)
+    return Headline(stitched_test_sharpe=float(sharpe(returns, ppy)),
+                    psr=probabilistic_sharpe_ratio(sr, n, skew, kurt), dsr=None, n_trials=None,
+                    expected_max_sharpe=None,
+                    min_track_record_bars=None if math.isinf(mintrl) else mintrl,
+                    n_test_bars=n, pbo=None, skew=skew, kurtosis=kurt,
+                    spa=None if spa is None else Spa(**spa))
 
 
 def backtest(policy: Policy,
-             bars: Bars) -> tuple[dict, dict[str, Rollout], Rollout, np.ndarray]:
+             bars: Bars) -> tuple[RunSummary, dict[str, Rollout], Rollout, np.ndarray]:
     """Score the policy on `bars` from `start` to the last bar, starting flat, beside the
     baselines with the same costs: (the summary, every policy's rollout, the random policy's
     rollouts [R, bars], the prior of each decision [bars] (`Rollout.prior`)). The
@@ -356,48 +355,32 @@ def backtest(policy: Policy,
                  else _rival_rollout(data, start, steps, cfg), end - start, axis=0)
     policies, metrics, rand, _ = compare(agent, data, start, end - start, steps, cfg, ppy,
                                          None)
-    rand_sharpes = [float(sharpe(r, ppy)) for r in np.asarray(rand.returns, np.float64)]
     returns = np.asarray(agent.returns, np.float64)
     priors = np.asarray(agent.prior, np.float64)
     dates = bars.dates[start:end]
     seen = np.datetime64(info["dates"]["val"][1])
-    entry = {
-        "fold": policy.fold, "best_epoch": policy.epoch, "acts_as": policy.acts_as,
-        "ensemble_seeds": policy.meta["seeds"], "best_setting": policy.meta["setting"],
-        "val_sharpe": policy.meta["val_sharpe"], "test_sharpe": metrics["agent"]["sharpe"],
-        "buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],
-        "checkpoint_dir": str(policy.run_dir / f"fold_{policy.fold}" / "checkpoints"),
-        "test_start": start, "test_end": end,
-        "market_vsn_weights": dict(zip(policy.market_names,
-                                       map(float, agent.market_weights.mean(0)), strict=True)),
-        "portfolio_vsn_weights": dict(zip(env.PORTFOLIO_NAMES,
-                                          map(float, agent.portfolio_weights.mean(0)),
-                                          strict=True)),
-        "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in BASELINES
-                                  if name in metrics},
-        "random_test_sharpe_mean": float(np.mean(rand_sharpes)),
-        "random_test_sharpe_std": float(np.std(rand_sharpes, ddof=1)),
-        "metrics": metrics,
-        "prior": prior_figures(np.asarray(agent.position, np.float64), priors, cfg.env.prior,
-                               ppy),
-        "returns_file": str(Path(f"fold_{policy.fold}") / "test_returns.npz"),
-    }
-    summary = {
-        "backtest": True, "run_dir": str(policy.run_dir), "fold": policy.fold,
-        "data_source": bars.source, "data_sha256": bars.sha256, "n_bars": end,
-        "first_date": _when(dates[0]), "last_date": _when(dates[-1]),
-        "bars_seen_in_training": int(np.sum(dates <= seen)),
-        "fold_dates": info["dates"],
-        "folds": [entry], "stitched_test_sharpe": metrics["agent"]["sharpe"],
-        "stitched_buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],
-        "geo_mean_test_sharpe": geometric_mean_positive([metrics["agent"]["sharpe"]]),
-        "stitched": metrics,
-        "headline": _headline(returns, ppy, {name: np.asarray(r.returns, np.float64)
-                                             for name, r in policies.items() if name != "agent"},
-                              cfg.seed),
-        "config": policy.meta["config"], "fingerprint": policy.meta["fingerprint"],
-        "periods_per_year": ppy, "feature_names": info["feature_names"],
-    }
+    entry = FoldEntry(
+        fold=policy.fold, best_epoch=policy.epoch, ensemble_seeds=policy.meta["seeds"],
+        best_setting=policy.meta["setting"], val_sharpe=policy.meta["val_sharpe"],
+        acts_as=policy.acts_as,
+        checkpoint_dir=str(policy.run_dir / f"fold_{policy.fold}" / "checkpoints"),
+        test_start=start, test_end=end,
+        returns_file=str(Path(f"fold_{policy.fold}") / "test_returns.npz"),
+        **test_figures(agent, policies, metrics, rand, priors, policy.market_names, cfg, ppy))
+    summary = RunSummary(
+        backtest=True, run_dir=str(policy.run_dir), fold=policy.fold,
+        first_date=_when(dates[0]), last_date=_when(dates[-1]),
+        bars_seen_in_training=int(np.sum(dates <= seen)), fold_dates=info["dates"],
+        folds=(entry,), stitched_test_sharpe=entry.test_sharpe,
+        stitched_buy_and_hold_test_sharpe=entry.buy_and_hold_test_sharpe,
+        geo_mean_test_sharpe=geometric_mean_positive([entry.test_sharpe]),
+        stitched=entry.metrics,
+        headline=_headline(returns, ppy, {name: np.asarray(r.returns, np.float64)
+                                          for name, r in policies.items() if name != "agent"},
+                           cfg.seed),
+        config=policy.meta["config"], data_sha256=bars.sha256, data_source=bars.source,
+        n_bars=end, periods_per_year=ppy, feature_names=info["feature_names"],
+        fingerprint=policy.meta["fingerprint"])
     return summary, policies, rand, priors
 
 
@@ -413,7 +396,7 @@ def backtest_out_dir(out_dir: str | Path, run_dir: str | Path) -> Path:
     return out
 
 
-def write_backtest(out_dir: str | Path, run_dir: str | Path, summary: dict,
+def write_backtest(out_dir: str | Path, run_dir: str | Path, summary: RunSummary,
                    policies: dict[str, Rollout], rand: Rollout, priors: np.ndarray,
                    dates: np.ndarray) -> Path:
     """Write `out_dir/summary.json`, `out_dir/fold_<k>/test_returns.npz` (a run's format) and
@@ -421,11 +404,11 @@ def write_backtest(out_dir: str | Path, run_dir: str | Path, summary: dict,
     from rl_trader.report.writer import write_report
 
     out = backtest_out_dir(out_dir, run_dir)
-    entry = summary["folds"][0]
-    path = out / entry["returns_file"]
+    entry = summary.folds[0]
+    path = out / entry.returns_file
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_returns(path, np.arange(entry["test_start"], entry["test_end"]), dates, policies, rand,
+    save_returns(path, np.arange(entry.test_start, entry.test_end), dates, policies, rand,
                  priors)
-    write_json(out / "summary.json", summary)
+    write_json(out / "summary.json", summary.to_json())
     write_report(out)
     return out

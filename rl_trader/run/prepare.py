@@ -1,7 +1,8 @@
 """Stage 1 of a run: validate the config, load the bars, compute features, lay out the folds.
 
-`prepare(cfg)` → `Prepared`, everything known before training; `Prepared.fold_data(k)` moves
-fold k's arrays (features normalised with fold k's train statistics) to the device.
+`prepare(cfg)` → `Prepared`, everything known before training, the tree forecast's fits
+included (`FoldTrees`, made here once); `Prepared.fold_data(k)` moves fold k's arrays
+(features normalised with fold k's train statistics) to the device.
 
 `--data A,B,C` pools instruments: A is the target, the one traded, validated, tested and
 reported; B and C only add training episodes, from their bars inside each fold's train dates
@@ -10,10 +11,12 @@ reported; B and C only add training episodes, from their bars inside each fold's
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from dataclasses import dataclass, field
 
+import jax
 import numpy as np
 
 from rl_trader.baselines.gbm import (
@@ -27,7 +30,7 @@ from rl_trader.baselines.gbm import (
 )
 from rl_trader.baselines.ridge import fit_ridge
 from rl_trader.config import RunConfig
-from rl_trader.data import SYNTHETIC_PREFIX, Bars, data_specs, load
+from rl_trader.data import Bars, data_specs, load, load_market
 from rl_trader.data.buckets import bucket
 from rl_trader.data.features import MarketFeatures, compute_features
 from rl_trader.data.fold_data import FoldData, PoolSegment, make_fold_data
@@ -52,14 +55,8 @@ class Prepared:
     # PoolSegment (its train-date bars)
     pool: tuple[tuple[Bars, MarketFeatures], ...] = ()
     pool_segments: tuple[tuple[PoolSegment, ...], ...] = ()
-    # the gbm baseline's fits made so far, by fold (`gbm_fit`)
-    gbm_fits: dict[int, GbmFit] = field(default_factory=dict, compare=False, repr=False)
-    # with --tree-forecast, each fold's choice, made by `fold_data`, and the candidates'
-    # validation returns it was made on (`gbm.tree_forecast_trials`: trials of the DSR and PBO)
-    tree_forecast_choices: dict[int, TreeForecastChoice] = field(
-        default_factory=dict, compare=False, repr=False)
-    tree_forecast_trials: dict[int, dict[str, np.ndarray]] = field(
-        default_factory=dict, compare=False, repr=False)
+    # with --tree-forecast validation, each fold's trees (`fold_trees`, made by `prepare`)
+    trees: tuple[FoldTrees, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def market_names(self) -> tuple[str, ...]:
@@ -111,32 +108,61 @@ class Prepared:
         return (bucket(max(self.val_len, widest.val[1] - widest.val[0])),
                 bucket(max(self.test_len, widest.test[1] - widest.test[0])))
 
+    @property
+    def gbm_fits(self) -> dict[int, GbmFit]:
+        """The gbm baseline's fits `prepare` made (with the tree forecast), by fold."""
+        return {k: t.fit for k, t in enumerate(self.trees)}
+
+    @property
+    def tree_forecast_choices(self) -> dict[int, TreeForecastChoice]:
+        """Each fold's tree-forecast choice (with `--tree-forecast validation`), by fold."""
+        return {k: t.choice for k, t in enumerate(self.trees)}
+
+    @property
+    def tree_forecast_trials(self) -> dict[int, dict[str, np.ndarray]]:
+        """The candidates each fold's choice was made on (`gbm.tree_forecast_trials`: trials
+        of the DSR and PBO), by fold."""
+        return {k: t.trials for k, t in enumerate(self.trees)}
+
     def fold_data(self, k: int) -> FoldData:
         """Fold k's device arrays, normalised with statistics fit on its train segment; with
-        `--tree-forecast`, the trees' cross-fitted forecast beside them where the mode uses
-        it (`gbm.choose_tree_forecast`, recorded in `tree_forecast_choices`; ridge's fit is
-        made for the choice alone, as the baselines' scoring makes it again)."""
-        cfg, fold, clip = self.cfg, self.folds[k], self.cfg.features.clip
-        data = make_fold_data(self.bars.open, self.bars.close, self.features, fold, clip,
-                              self.pool_segments[k] if self.pool else ())
-        mode = cfg.features.tree_forecast
-        if mode == "off":
-            return data
-        fit = self.gbm_fit(k, data)
-        ridge = fit_ridge(data, self.val_steps, cfg) if mode == "validation" else None
-        data, self.tree_forecast_choices[k] = with_tree_forecast(
-            data, fit, fold.gap, clip, choose_tree_forecast(
-                mode, fit, None if ridge is None else np.asarray(ridge.val_sharpe)))
-        self.tree_forecast_trials[k] = tree_forecast_trials(
-            mode, fit, None if ridge is None else np.asarray(ridge.val_returns),
-            candidate_iterations(cfg), self.val_len)
-        return data
+        `--tree-forecast validation`, the trees' column beside them (`FoldTrees.column`)."""
+        data = make_fold_data(self.bars.open, self.bars.close, self.features, self.folds[k],
+                              self.cfg.features.clip, self.pool_segments[k] if self.pool else ())
+        return data.replace(tree_forecast=self.trees[k].column) if self.trees else data
 
-    def gbm_fit(self, k: int, data: FoldData) -> GbmFit:
-        """Fold k's gbm baseline (`gbm.fit_gbm` on `data`, fold k's arrays), made once."""
-        if k not in self.gbm_fits:
-            self.gbm_fits[k] = fit_gbm(data, self.val_steps, self.cfg)
-        return self.gbm_fits[k]
+
+@dataclass(frozen=True)
+class FoldTrees:
+    """A fold's tree forecast: the gbm baseline's fit, whether validation wants its column
+    (`gbm.choose_tree_forecast`), the candidates that choice was made on (trials of the DSR
+    and PBO) and the column the network sees [T_b, 1] (zeros where not used)."""
+
+    fit: GbmFit
+    choice: TreeForecastChoice
+    trials: dict[str, np.ndarray]
+    column: jax.Array
+
+
+def fold_trees(prep: Prepared, k: int) -> FoldTrees:
+    """Fold k's trees on its own arrays: the gbm fit, ridge's (made for the choice alone, as
+    the baselines' scoring makes it again), the choice and the cross-fitted column
+    (`gbm.with_tree_forecast`)."""
+    cfg, data = prep.cfg, prep.fold_data(k)
+    fit = fit_gbm(data, prep.val_steps, cfg)
+    ridge = fit_ridge(data, prep.val_steps, cfg)
+    with_column, choice = with_tree_forecast(
+        data, fit, prep.folds[k].gap, cfg.features.clip,
+        choose_tree_forecast(fit, np.asarray(ridge.val_sharpe)))
+    trials = tree_forecast_trials(fit, np.asarray(ridge.val_returns), candidate_iterations(cfg),
+                                  prep.val_len)
+    return FoldTrees(fit=fit, choice=choice, trials=trials, column=with_column.tree_forecast)
+
+
+def gbm_fit(prep: Prepared, k: int) -> GbmFit:
+    """Fold k's gbm baseline: the fit `prepare` made, else made now (`gbm.fit_gbm`)."""
+    return prep.trees[k].fit if prep.trees else fit_gbm(prep.fold_data(k), prep.val_steps,
+                                                        prep.cfg)
 
 
 def _layout(n_bars: int, feats: MarketFeatures, cfg: RunConfig) -> list[Fold]:
@@ -146,21 +172,11 @@ def _layout(n_bars: int, feats: MarketFeatures, cfg: RunConfig) -> list[Fold]:
                       cfg.features.lookback, cfg.agent.n_step)
 
 
-def _market(spec: str | None) -> tuple[Bars, np.ndarray | None]:
-    """The bars of one `--data` item, and a synthetic market's oracle positions."""
-    if (spec or "").startswith(SYNTHETIC_PREFIX):
-        from rl_trader.data.synthetic import from_spec
-
-        market = from_spec(spec)
-        return market.bars, market.oracle_position
-    return load(spec), None
-
-
 def _pooled(spec: str, target: Bars, seen: list[str]) -> Bars:
     """A pooled instrument's bars; refused (InputError) when it repeats the target or another
     pooled instrument (the same bytes), or when its bars are of another frequency than the
     target's (inferred bars per year more than 2× apart)."""
-    bars = _market(spec)[0]
+    bars = load(spec)
     if bars.sha256 == target.sha256 or bars.sha256 in seen:
         raise InputError(f"option --data: '{spec}' repeats an instrument already in the list")
     mine, theirs = bars.periods_per_year(), target.periods_per_year()
@@ -201,7 +217,7 @@ def prepare(cfg: RunConfig) -> Prepared:
                          "is validation): not with pooled instruments (--data "
                          f"{cfg.data.path!r}): the trees are fit on the target's bars alone; "
                          "pass --tree-forecast off")
-    bars, oracle_position = _market(specs[0])
+    bars, oracle_position = load_market(specs[0])
     feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
     folds = _layout(len(bars), feats, cfg)
     ppy = cfg.data.periods_per_year or bars.periods_per_year()
@@ -213,12 +229,14 @@ def prepare(cfg: RunConfig) -> Prepared:
     segments = tuple(zip(*(pool_segments(bars, folds, spec, b, f, cfg)
                            for spec, (b, f) in zip(specs[1:], pool, strict=True)),
                          strict=True)) if pool else ()
-    return Prepared(cfg=cfg, bars=bars, features=feats, folds=folds, periods_per_year=ppy,
+    prep = Prepared(cfg=cfg, bars=bars, features=feats, folds=folds, periods_per_year=ppy,
                     oracle_position=oracle_position, pool=tuple(pool), pool_segments=segments)
+    if cfg.features.tree_forecast == "off":
+        return prep
+    return dataclasses.replace(prep, trees=tuple(fold_trees(prep, k) for k in range(len(folds))))
 
 
 def build_cohort(prep: Prepared, devices: int | None = None) -> Cohort:
     """Stage 2 of a run: the population of every fold's members (`training.population.build`)
     over the first `devices` local devices (default: all)."""
-    return build(prep.cfg, [prep.fold_data(k) for k in range(len(prep.folds))],
-                 prep.periods_per_year, prep.val_steps, devices)
+    return build(prep.cfg, [prep.fold_data(k) for k in range(len(prep.folds))], devices)

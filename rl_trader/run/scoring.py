@@ -26,6 +26,7 @@ from rl_trader.data.prior import vol_target_positions
 from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.evaluation.headline import headline
 from rl_trader.evaluation.metrics import edge_t, performance, prior_figures, sharpe_of
+from rl_trader.evaluation.record import FoldEntry, Performance, PriorFigures, RunSummary
 from rl_trader.evaluation.rollout import Rollout
 from rl_trader.evaluation.selection import best_of, rival_wins
 from rl_trader.evaluation.verdict import finite_or_none
@@ -48,6 +49,29 @@ def perf_of(r: Rollout, ppy: float) -> dict[str, float]:
 def _named(names, weights) -> dict[str, float]:
     mean = np.asarray(weights, np.float64).mean(0)
     return {n: float(x) for n, x in zip(names, mean, strict=True)}
+
+
+def test_figures(acting: Rollout, policies: dict[str, Rollout], metrics: dict[str, dict],
+                 rand: Rollout, priors: np.ndarray, market_names, cfg: RunConfig,
+                 ppy: float) -> dict:
+    """A fold entry's figures on the bars it was scored on, the one builder of them (scoring's
+    test blocks and a backtest's new bars): `acting` the network's own rollout (its VSN
+    weights), `policies` and `metrics` as `compare` gives them (the fold's policy under
+    "agent"), `rand` the random policy's rollouts [R, bars], `priors` [bars] each decision's
+    prior; keyword arguments of `FoldEntry`."""
+    _, rand_sharpes = _over_seeds(rand, ppy)
+    return dict(
+        test_sharpe=metrics["agent"]["sharpe"],
+        buy_and_hold_test_sharpe=metrics["buy_and_hold"]["sharpe"],
+        market_vsn_weights=_named(market_names, acting.market_weights),
+        portfolio_vsn_weights=_named(PORTFOLIO_NAMES, acting.portfolio_weights),
+        baseline_test_sharpes={name: metrics[name]["sharpe"] for name in BASELINES
+                               if name in metrics},
+        random_test_sharpe_mean=float(np.mean(rand_sharpes)),
+        random_test_sharpe_std=float(np.std(rand_sharpes, ddof=1)),
+        metrics={name: Performance(**m) for name, m in metrics.items()},
+        prior=PriorFigures(**prior_figures(np.asarray(policies["agent"].position, np.float64),
+                                           priors, cfg.env.prior, ppy)))
 
 
 def compare(agent: Rollout, data: FoldData, start: int, length: int, steps: int,
@@ -82,16 +106,6 @@ def _over_seeds(rand: Rollout, ppy: float) -> tuple[dict[str, float], list[float
     per_seed = [perf_of(take(rand, i), ppy) for i in range(len(rand.returns))]
     return ({key: float(np.mean([p[key] for p in per_seed])) for key in per_seed[0]},
             [p["sharpe"] for p in per_seed])
-
-
-def _stitched_random(rand: Rollout, ppy: float) -> dict:
-    """Summary keys for the random policy over the stitched test blocks: each metric's mean over
-    the seeds (as each fold's `metrics["random"]`) and the 5 %–95 % range of the seeds'
-    Sharpes."""
-    mean, sharpes = _over_seeds(rand, ppy)
-    return {"stitched_random": mean,
-            "stitched_random_test_sharpe_band": [float(np.percentile(sharpes, 5)),
-                                                 float(np.percentile(sharpes, 95))]}
 
 
 def _concat(rollouts: list[Rollout], axis: int) -> Rollout:
@@ -148,11 +162,10 @@ def chosen_val_returns(val_matrix: list[np.ndarray], epoch: int, ppy: float) -> 
     return rows[best_of(range(len(rows)), [sharpe_of(r, ppy) for r in rows])]
 
 
-def rival_trials(folds: list[dict], rival: str) -> list[dict]:
-    """The rival's validation Sharpe in each scored fold entry of `folds`: looked at when the
-    fold chose between it and the agent, so each is a trial of the DSR."""
-    return [{"fold": f["fold"], "rival": rival, "val_sharpe": f["vol_target_val_sharpe"]}
-            for f in folds]
+def rival_trials(val_sharpes: list[tuple[int, float]], rival: str) -> list[dict]:
+    """The rival's validation Sharpe in each scored fold, (fold, Sharpe) pairs: looked at when
+    the fold chose between it and the agent, so each is a trial of the DSR."""
+    return [{"fold": k, "rival": rival, "val_sharpe": s} for k, s in val_sharpes]
 
 
 def forecast_trials(prep: Prepared) -> list[dict]:
@@ -177,7 +190,7 @@ def with_forecast_rows(prep: Prepared, val_matrix: list[list[np.ndarray]]
 
 def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: FoldData,
                 ckpt: FoldCheckpoints, history: list[dict], val_matrix: list[np.ndarray],
-                stitched: dict[str, list], gbm_fit: GbmFit) -> dict:
+                stitched: dict[str, list], gbm_fit: GbmFit) -> FoldEntry:
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
     policies, metrics, rand, gbm = compare(agent, data, f.test[0], test_len, prep.test_steps,
@@ -195,7 +208,6 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
             "epoch": meta["epoch"],
             "fingerprint": meta["fingerprint"],
             "sigma_star": vol_target_positions(prep.bars.close, *f.train)[1]})
-    _, rand_sharpes = _over_seeds(rand, ppy)
     if prep.oracle_position is not None:
         policies["oracle"] = trim(oracle_rollout(
             pad_bars(prep.oracle_position), data, data.test[0], prep.test_steps, cfg),
@@ -213,44 +225,22 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
     val_bars = np.arange(f.val[0], f.val[0] + prep.val_len)
     save_val_returns(run_dir / val_rel, val_bars, prep.bars.dates[val_bars], agent_val,
                      vol_target_val)
-    entry = {
-        "fold": f.index,
-        "best_epoch": ckpt.best_epoch(),
-        "ensemble_seeds": meta["seeds"],
-        "best_setting": meta["setting"],
-        "val_sharpe": meta["val_sharpe"],
-        "vol_target_val_sharpe": rival_val,  # on the same validation bars (study 34)
-        # the t of the agent's validation Sharpe edge over it (study 35; None: no spread)
-        "vol_target_val_edge_t": finite_or_none(edge),
-        "acts_as": acts_as,  # "agent", or the rival that beat it on validation (--rival)
-        "test_sharpe": metrics["agent"]["sharpe"],
-        "buy_and_hold_test_sharpe": metrics["buy_and_hold"]["sharpe"],
-        "checkpoint_dir": str(Path(f"fold_{f.index}") / "checkpoints"),
-        "test_start": f.test[0],
-        "test_end": f.test[1],
-        "market_vsn_weights": _named(prep.market_names, agent.market_weights),
-        "portfolio_vsn_weights": _named(PORTFOLIO_NAMES, agent.portfolio_weights),
-        "baseline_test_sharpes": {name: metrics[name]["sharpe"] for name in BASELINES},
-        "gbm_choice": gbm,
-        "random_test_sharpe_mean": float(np.mean(rand_sharpes)),
-        "random_test_sharpe_std": float(np.std(rand_sharpes, ddof=1)),
-        "metrics": metrics,
-        "prior": prior_figures(np.asarray(policies["agent"].position, np.float64), priors,
-                               cfg.env.prior, ppy),
-        "epochs": history,
-        "returns_file": str(rel),
-        "val_returns_file": str(val_rel),
-    }
-    if "oracle" in policies:
-        entry["oracle_test_sharpe"] = sharpe_of(policies["oracle"].returns, ppy)
-    if k in prep.tree_forecast_choices:
-        entry["tree_forecast"] = prep.tree_forecast_choices[k].to_dict()
-    return entry
+    return FoldEntry(
+        fold=f.index, best_epoch=ckpt.best_epoch(), ensemble_seeds=meta["seeds"],
+        best_setting=meta["setting"], val_sharpe=meta["val_sharpe"],
+        vol_target_val_sharpe=rival_val, vol_target_val_edge_t=finite_or_none(edge),
+        acts_as=acts_as, checkpoint_dir=str(Path(f"fold_{f.index}") / "checkpoints"),
+        test_start=f.test[0], test_end=f.test[1], gbm_choice=gbm, epochs=history,
+        returns_file=str(rel), val_returns_file=str(val_rel),
+        **test_figures(agent, policies, metrics, rand, priors, prep.market_names, cfg, ppy),
+        **({"oracle_test_sharpe": sharpe_of(policies["oracle"].returns, ppy)}
+           if "oracle" in policies else {}),
+        **({"tree_forecast": prep.trees[k].choice.to_dict()} if prep.trees else {}))
 
 
 def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                 ckpts: list[FoldCheckpoints], fold_data: list[FoldData], history, trials,
-                val_matrix, gbm_fits: GbmFits, mesh: Mesh | None = None) -> dict:
+                val_matrix, gbm_fits: GbmFits, mesh: Mesh | None = None) -> RunSummary:
     """Restore each fold's best acting params (`template`: an ensemble's learner state, zeros),
     score them once on test; the summary's content. The rollouts are `pop.evaluate`'s, with
     the params `replicated` on `mesh` as in validation (None: a multi-process run, scored by
@@ -258,14 +248,14 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
     the validation program instead of compiling it again. `gbm_fits`: the folds' gbm fits."""
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]
-    acting = {k: ckpts[k].restore_acting(template, cfg.train.eval_params) for k in scored}
+    acting = {k: ckpts[k].restore_acting(template) for k in scored}
     for k in scored:
         export_safetensors(acting[k],
                            run_dir / f"fold_{folds[k].index}" / "best_params.safetensors",
                            ckpts[k].metadata())
-    entries = [{"fold": f.index, "best_epoch": None, "test_sharpe": None,
-                "test_start": f.test[0], "test_end": f.test[1], "epochs": history[f.index],
-                "status": "stopped before its first checkpoint"} for f in folds]
+    entries = [FoldEntry(fold=f.index, best_epoch=None, test_sharpe=None, test_start=f.test[0],
+                         test_end=f.test[1], epochs=history[f.index],
+                         status="stopped before its first checkpoint") for f in folds]
     stitched: dict[str, list] = {name: [] for name in ("agent", *BASELINES, "oracle",
                                                        "random_seeds")}
     if scored:
@@ -281,41 +271,45 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
                                      history[k], val_matrix[k], stitched, gbm_fits.result(k))
         if cfg.train.rival != "off":
-            trials = trials + rival_trials([entries[k] for k in scored], cfg.train.rival)
+            trials = trials + rival_trials([(entries[k].fold, entries[k].vol_target_val_sharpe)
+                                            for k in scored], cfg.train.rival)
     trials = trials + forecast_trials(prep)
     for c in ckpts:
         c.close()
     cat = {name: _concat(rs, axis=1 if name == "random_seeds" else 0)  # random_seeds: [R, bars]
            for name, rs in stitched.items() if rs}
-    summary = {"folds": entries, "stitched_test_sharpe": None,
-               "stitched_buy_and_hold_test_sharpe": None, "geo_mean_test_sharpe": None}
+    stitched_figures: dict = {"stitched_test_sharpe": None,
+                              "stitched_buy_and_hold_test_sharpe": None,
+                              "geo_mean_test_sharpe": None}
     if scored:
         head = headline(np.asarray(cat["agent"].returns, np.float64), trials,
                         with_forecast_rows(prep, val_matrix), ppy,
                         {name: np.asarray(cat[name].returns, np.float64) for name in BASELINES},
-                        cfg.seed, [entries[k]["test_sharpe"] for k in scored],
+                        cfg.seed, [entries[k].test_sharpe for k in scored],
                         cfg.train.prior_trials)
-        summary.update({
-            "stitched_test_sharpe": head["stitched_test_sharpe"],
+        mean, sharpes = _over_seeds(cat["random_seeds"], ppy)
+        stitched_figures = {
+            "stitched_test_sharpe": head.stitched_test_sharpe,
             "stitched_buy_and_hold_test_sharpe": sharpe_of(cat["buy_and_hold"].returns, ppy),
-            "geo_mean_test_sharpe": (head["geo_mean_test_sharpe"]
+            "geo_mean_test_sharpe": (head.geo_mean_test_sharpe
                                      if len(scored) == len(folds) else None),
-            "stitched": {name: perf_of(r, ppy) for name, r in cat.items()
+            "stitched": {name: Performance(**perf_of(r, ppy)) for name, r in cat.items()
                          if name not in ("oracle", "random_seeds")},
-            **_stitched_random(cat["random_seeds"], ppy),
+            "stitched_random": Performance(**mean),
+            "stitched_random_test_sharpe_band": [float(np.percentile(sharpes, 5)),
+                                                 float(np.percentile(sharpes, 95))],
             "headline": head,
             "scored_folds": scored,
-        })
-        if "oracle" in cat:
-            summary["stitched_oracle_test_sharpe"] = sharpe_of(cat["oracle"].returns, ppy)
-    return {**summary, "trials": trials, "config": cfg.to_dict(),
-            "data_sha256": prep.data_sha256, "data_source": prep.bars.source,
-            "data_pool": prep.pool_sources,
-            "n_bars": len(prep.bars), "periods_per_year": ppy,
-            "feature_names": list(prep.market_names), "device": describe_device()}
+            **({"stitched_oracle_test_sharpe": sharpe_of(cat["oracle"].returns, ppy)}
+               if "oracle" in cat else {})}
+    return RunSummary(folds=tuple(entries), **stitched_figures, trials=trials,
+                      config=cfg.to_dict(), data_sha256=prep.data_sha256,
+                      data_source=prep.bars.source, data_pool=prep.pool_sources,
+                      n_bars=len(prep.bars), periods_per_year=ppy,
+                      feature_names=list(prep.market_names), device=describe_device())
 
 
-def validation_summary(prep: Prepared, records: tuple, settings: list[dict]) -> dict:
+def validation_summary(prep: Prepared, records: tuple, settings: list[dict]) -> RunSummary:
     """The summary of a validation-only run: per fold its epochs and the best validation
     Sharpe of each setting's ensemble; every trial; no test figure."""
     history, trials, _ = records
@@ -323,11 +317,12 @@ def validation_summary(prep: Prepared, records: tuple, settings: list[dict]) -> 
     for t in trials:
         key = (t["fold"], t["setting"])
         best[key] = max(best.get(key, -np.inf), t["val_sharpe"])
-    return {"validation_only": True, "settings": settings,
-            "folds": [{"fold": f.index, "epochs": history[f.index],
-                       "best_val_sharpe_by_setting": [best.get((f.index, s), None)
-                                                      for s in range(len(settings))]}
-                      for f in prep.folds],
-            "trials": trials, "config": prep.cfg.to_dict(), "data_sha256": prep.data_sha256,
-            "data_pool": prep.pool_sources, "periods_per_year": prep.periods_per_year,
-            "device": describe_device()}
+    return RunSummary(
+        validation_only=True, settings=settings,
+        folds=tuple(FoldEntry(fold=f.index, epochs=history[f.index],
+                              best_val_sharpe_by_setting=[best.get((f.index, s), None)
+                                                          for s in range(len(settings))])
+                    for f in prep.folds),
+        trials=trials, config=prep.cfg.to_dict(), data_sha256=prep.data_sha256,
+        data_pool=prep.pool_sources, periods_per_year=prep.periods_per_year,
+        device=describe_device())

@@ -97,21 +97,18 @@ class Population:
 PROGRAMS_KEPT = 4  # populations kept by `programs` (least recently used dropped)
 
 
-def programs(cfg: RunConfig, periods_per_year: float, val_steps: int,
-             mesh: Mesh | None) -> Population:
+def programs(cfg: RunConfig, mesh: Mesh | None) -> Population:
     """The jitted population programs of `cfg`, made once per process for each
-    `program_config(cfg)`, periods per year, validation steps and mesh, and built from that
+    `program_config(cfg)` and mesh, and built from that
     program config alone: a later run of this process with the same key (another market,
     seed or fold layout of equal shapes, as the gate's runs) reuses the traced and compiled
     programs instead of tracing them again. JAX still retraces for inputs of new shapes."""
-    return _programs(Population, program_config(cfg), float(periods_per_year), int(val_steps),
-                     mesh)
+    return _programs(Population, program_config(cfg), mesh)
 
 
 @functools.lru_cache(maxsize=PROGRAMS_KEPT)
-def _programs(cls: type[Population], cfg: RunConfig, periods_per_year: float, val_steps: int,
-              mesh: Mesh | None) -> Population:
-    return cls(make_train(cfg, periods_per_year, val_steps), mesh)
+def _programs(cls: type[Population], cfg: RunConfig, mesh: Mesh | None) -> Population:
+    return cls(make_train(cfg), mesh)
 
 
 THREEFRY_KERNELS = "jax_threefry_gpu_kernel_lowering"
@@ -202,11 +199,10 @@ class Cohort:
         return [i for i, m in enumerate(self.members) if m.fold == fold]
 
 
-def build(cfg: RunConfig, fold_data: list[FoldData], periods_per_year: float, val_steps: int,
-          devices: int | None = None) -> Cohort:
+def build(cfg: RunConfig, fold_data: list[FoldData], devices: int | None = None) -> Cohort:
     """Stage 2: every (fold, setting, seed) member with its fresh inputs, sharded over the first
     `devices` local devices (default: all), and the trainer's jitted programs. `fold_data`:
-    each fold's arrays; `val_steps` the validation rollouts' steps (`run.prepare.Prepared`)."""
+    each fold's arrays."""
     settings = grid(cfg, {k: list(v) for k, v in cfg.sweep})
     n_seeds = cfg.train.seeds
     members = members_of(len(fold_data), len(settings), list(range(n_seeds)))
@@ -216,7 +212,7 @@ def build(cfg: RunConfig, fold_data: list[FoldData], periods_per_year: float, va
                                        mesh)
     groups = members[::n_seeds]
     return Cohort(members=members, settings=settings, n_seeds=n_seeds, fold_data=fold_data,
-                  mesh=mesh, pop=programs(cfg, periods_per_year, val_steps, mesh),
+                  mesh=mesh, pop=programs(cfg, mesh),
                   keys=keys, data=data, hps=hps,
                   val_data=stack([fold_data[m.fold] for m in groups]),
                   eval_keys=jax.random.split(jax.random.PRNGKey(cfg.seed), len(groups)))

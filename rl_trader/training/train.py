@@ -7,9 +7,8 @@ The functions are pure and un-jitted: `jit_single` jits them for one member,
 learner, the parallel envs, the replay and the PRNG key; nothing survives from another fold.
 `Trainer.epoch(runner, fold, hp)` is one jitted program: `lax.scan` over env steps, each doing
 a vmapped env step of all parallel envs, a replay write, `updates_per_step` gradient updates and
-the target EMA. The host sees the state only between epochs.
-`Trainer.train(key, fold, hp)` runs all epochs with validation and best-epoch selection inside
-one program, so folds × seeds can be `vmap`ped.
+the target EMA. The host sees the state only between epochs: it rolls each epoch's
+ensembles out on validation (`Trainer.evaluate`) and keeps the best (`run.experiment`).
 `hp` are the learner's hyper-parameters (`learner.HParams`; `HParams.from_config(cfg.agent)`
 outside a population sweep).
 
@@ -34,10 +33,15 @@ from rl_trader.agent import learner, replay
 from rl_trader.agent.heads import make_head
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.config import RunConfig
-from rl_trader.data.fold_data import FoldData, Obs, bar_context, market_width, observe_batch
-from rl_trader.evaluation.metrics import sharpe
+from rl_trader.data.fold_data import (
+    FoldData,
+    Obs,
+    bar_context,
+    market_width,
+    observe_batch,
+    zero_obs,
+)
 from rl_trader.evaluation.rollout import Rollout, rollout
-from rl_trader.evaluation.selection import improves
 
 
 def add_noise(key: jax.Array, obs: Obs, std: jax.Array) -> Obs:
@@ -77,16 +81,7 @@ class Trainer(NamedTuple):
     init: callable  # (key, fold) -> Runner
     epoch: callable  # (runner, fold, hp) -> (runner, EpochMetrics)
     evaluate: callable  # (params [S, ...] of an ensemble, fold, start, length, key) -> Rollout
-    train: callable  # (key, fold, hp) -> TrainResult
     network: nn.Module  # the Q-head's network (`learner.Head.network`)
-
-
-@struct.dataclass
-class TrainResult:
-    best_params: dict
-    best_epoch: jax.Array
-    val_sharpe: jax.Array  # [E]
-    metrics: EpochMetrics  # leaves [E]
 
 
 def reset_envs(key: jax.Array, fold: FoldData, n: int, cfg: RunConfig) -> env.EnvState:
@@ -132,9 +127,7 @@ def init_runner(key: jax.Array, fold: FoldData, head: learner.Head, cfg: RunConf
     """Every piece of one fold's training state, fresh: the network's params (the target equal
     to them), the parallel envs, the replay prefilled by uniform random steps, the PRNG key."""
     k_net, k_env, k_run = jax.random.split(key, 3)
-    n_feat = market_width(fold)
-    dummy = Obs(market=jnp.zeros((n_feat,)), window=jnp.zeros((cfg.features.lookback, n_feat)),
-                portfolio=jnp.zeros((len(env.PORTFOLIO_NAMES),)))
+    dummy = zero_obs(market_width(fold), cfg.features)
     params = head.network.init(k_net, dummy)
     envs = reset_envs(k_env, fold, cfg.train.n_envs, cfg)
     example = replay.Step(state_tm1=env.reset(jnp.int32(0), jnp.int32(0)),
@@ -194,49 +187,17 @@ def evaluate_ensemble(params, fold: FoldData, start: jax.Array, length: int, key
     return rollout(greedy_decide(params, fold, cfg), fold, start, length, cfg, key)
 
 
-def train_run(key: jax.Array, fold: FoldData, hp: learner.HParams, head: learner.Head,
-              cfg: RunConfig, periods_per_year: float, val_steps: int) -> TrainResult:
-    """Every epoch of one fold in one program: each epoch's acting params rolled out on
-    validation (`val_steps` steps, the Sharpe over the fold's validation bars), the best kept
-    by the one selection rule (`selection.improves`)."""
-    runner = init_runner(key, fold, head, cfg)
-
-    def one_epoch(carry, _):
-        runner, best_params, best_sharpe, best_epoch, i = carry
-        runner, metrics = run_epoch(runner, fold, hp, head, cfg)
-        acting = learner.policy_params(runner.learner, cfg.train.eval_params)
-        val = evaluate_ensemble(jax.tree.map(lambda x: x[None], acting), fold, fold.val[0],
-                                val_steps, runner.key, cfg)  # an ensemble of one
-        s = sharpe(val.returns, periods_per_year, valid=fold.val[1] - fold.val[0])
-        better = improves(s, best_sharpe)
-        best_params = jax.tree.map(lambda a, b: jnp.where(better, a, b), acting, best_params)
-        carry = (runner, best_params, jnp.where(better, s, best_sharpe),
-                 jnp.where(better, i, best_epoch), i + 1)
-        return carry, (s, metrics)
-
-    start = learner.policy_params(runner.learner, cfg.train.eval_params)  # if none improves
-    carry0 = (runner, start, jnp.float32(-jnp.inf), jnp.int32(0), jnp.int32(0))
-    (_, best, _, best_epoch, _), (val_sharpes, metrics) = jax.lax.scan(
-        one_epoch, carry0, None, length=cfg.train.epochs)
-    return TrainResult(best_params=best, best_epoch=best_epoch, val_sharpe=val_sharpes,
-                       metrics=metrics)
-
-
-def make_train(cfg: RunConfig, periods_per_year: float, val_steps: int) -> Trainer:
+def make_train(cfg: RunConfig) -> Trainer:
     """The pure, jittable functions of a training run for one configuration, its Q-head built
-    once. `val_steps`: the steps of `train`'s validation rollouts (`Prepared.val_steps`, the
-    shape bucket of the validation length); their Sharpe counts the fold's validation bars."""
+    once."""
     head = make_head(cfg)
     return Trainer(init=partial(init_runner, head=head, cfg=cfg),
                    epoch=partial(run_epoch, head=head, cfg=cfg),
                    evaluate=partial(evaluate_ensemble, cfg=cfg),
-                   train=partial(train_run, head=head, cfg=cfg,
-                                 periods_per_year=periods_per_year, val_steps=val_steps),
                    network=head.network)
 
 def jit_single(trainer: Trainer) -> Trainer:
     """The trainer's functions jitted for one member (the population jits their vmaps)."""
     return trainer._replace(init=jax.jit(trainer.init),
                             epoch=jax.jit(trainer.epoch, donate_argnums=0),
-                            evaluate=jax.jit(trainer.evaluate, static_argnums=3),
-                            train=jax.jit(trainer.train))
+                            evaluate=jax.jit(trainer.evaluate, static_argnums=3))

@@ -251,21 +251,21 @@ def test_epsilon_traced_hparams_override_the_config():
 
 def test_weight_decay_hparam_shrinks_params_without_gradient():
     """Decoupled decay: with a zero gradient, θ ← θ − η·λ·θ (Adam's update of 0 is 0)."""
-    cfg = AgentConfig(learning_rate=0.1, weight_decay_on="all")
-    params = {"w": jnp.ones(3)}
+    cfg = AgentConfig(learning_rate=0.1)
+    params = {"kernel": jnp.ones(3)}
     hp = learner.HParams.from_config(cfg).replace(weight_decay=jnp.float32(0.5))
     tx = learner.make_optimizer(cfg, hp)
-    updates, _ = tx.update({"w": jnp.zeros(3)}, tx.init(params), params)
-    np.testing.assert_allclose(optax.apply_updates(params, updates)["w"], 1 - 0.1 * 0.5,
+    updates, _ = tx.update({"kernel": jnp.zeros(3)}, tx.init(params), params)
+    np.testing.assert_allclose(optax.apply_updates(params, updates)["kernel"], 1 - 0.1 * 0.5,
                                rtol=1e-6)
 
 
 def test_weight_decay_on_kernels_leaves_biases_and_norms(qnet):
-    """`weight_decay_on="kernels"`: with a zero gradient only the network's weight matrices
+    """With a zero gradient only the network's weight matrices
     shrink (θ ← (1 − ηλ)·θ); biases, LayerNorm scales and offsets and the VSNs' knot values
     stay. Every leaf of the real network is one or the other, and both kinds exist."""
     _, params, _ = qnet
-    cfg = AgentConfig(learning_rate=0.1, weight_decay_on="kernels")
+    cfg = AgentConfig(learning_rate=0.1)
     hp = learner.HParams.from_config(cfg).replace(weight_decay=jnp.float32(0.5))
     tx = learner.make_optimizer(cfg, hp)
     @jax.jit  # one program, not an eager op for each leaf's shape
@@ -330,8 +330,3 @@ def test_apply_positions_equals_the_network_on_each_portfolio(qnet):
                                     rtol=1e-5, atol=1e-6)
 
 
-def test_policy_params_are_the_online_or_the_target_params():
-    state = learner.TrainState(params={"a": jnp.ones(2)}, target_params={"a": jnp.zeros(2)},
-                               opt_state=(), step=jnp.int32(0))
-    assert learner.policy_params(state, "online") is state.params
-    assert learner.policy_params(state, "target") is state.target_params

@@ -146,35 +146,33 @@ def test_bar_level_inputs_have_no_window_context():
 
 def test_model_network_outputs_and_the_stop_gradient():
     """The model head's outputs: μ̂, m̂₂ ≥ 0, the continuation's branches (magnitude advantages
-    centred). Without `td_to_encoder` the continuation's gradient reaches neither the market
-    VSN nor the look-back context (the forecast's gradient does); with it, it does."""
+    centred). The continuation's gradient reaches neither the market VSN nor the look-back
+    context (the forecast's gradient does)."""
     obs = make_obs(8, (6,))
-    for td_to_encoder in (False, True):
-        cfg = NetConfig(hidden=4, trunk=8, context=4, q_head="model",
-                        td_to_encoder=td_to_encoder)
-        net = make_head(RunConfig(net=cfg)).network  # M magnitudes by default
-        assert isinstance(net, ModelQNetwork) and net.n_magnitudes == M
-        params = init_params(net, obs, seed=2)
-        out = jax.jit(net.apply)(params, obs)
-        chex.assert_shape([out.aux, out.second_moment], (6,))
-        chex.assert_shape(out.w_direction, (6, 3))
-        chex.assert_shape(out.w_magnitude, (6, M))
-        assert bool(jnp.all(out.second_moment >= 0))
-        np.testing.assert_allclose(out.w_magnitude.mean(-1), 0.0, atol=1e-6)
+    cfg = NetConfig(hidden=4, trunk=8, context=4, q_head="model")
+    net = make_head(RunConfig(net=cfg)).network  # M magnitudes by default
+    assert isinstance(net, ModelQNetwork) and net.n_magnitudes == M
+    params = init_params(net, obs, seed=2)
+    out = jax.jit(net.apply)(params, obs)
+    chex.assert_shape([out.aux, out.second_moment], (6,))
+    chex.assert_shape(out.w_direction, (6, 3))
+    chex.assert_shape(out.w_magnitude, (6, M))
+    assert bool(jnp.all(out.second_moment >= 0))
+    np.testing.assert_allclose(out.w_magnitude.mean(-1), 0.0, atol=1e-6)
 
-        def grads(params, net=net):  # the continuation's and the forecasts' gradients
-            def part(head):
-                return jax.grad(lambda p: head(net.apply(p, obs)).sum())(params)["params"]
+    def grads(params):  # the continuation's and the forecasts' gradients
+        def part(head):
+            return jax.grad(lambda p: head(net.apply(p, obs)).sum())(params)["params"]
 
-            return (part(lambda o: o.w_direction[:, 0] + o.w_magnitude[:, 1]),
-                    part(lambda o: o.aux + o.second_moment))
+        return (part(lambda o: o.w_direction[:, 0] + o.w_magnitude[:, 1]),
+                part(lambda o: o.aux + o.second_moment))
 
-        td, fc = jax.jit(grads)(params)
-        for name in ("market_vsn", "lookback"):
-            reach = any(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(td[name]))
-            assert reach == td_to_encoder, (name, td_to_encoder)
-            assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(fc[name]))
-        assert all(float(jnp.abs(g).sum()) == 0 for g in jax.tree.leaves(fc["trunk"]))
+    td, fc = jax.jit(grads)(params)
+    for name in ("market_vsn", "lookback"):
+        assert all(float(jnp.abs(g).sum()) == 0 for g in jax.tree.leaves(td[name])), name
+        assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(fc[name])), name
+    assert any(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(td["trunk"]))
+    assert all(float(jnp.abs(g).sum()) == 0 for g in jax.tree.leaves(fc["trunk"]))
 
 
 # --- building blocks ------------------------------------------------------------------------

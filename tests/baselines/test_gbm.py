@@ -130,7 +130,7 @@ def test_the_cross_fitted_forecast_never_comes_from_trees_fit_on_its_bar():
     np.testing.assert_array_equal(again[outside], y_hat[outside])  # `fit` is given
 
     with_trees, _ = with_tree_forecast(data, fit, f.gap, cfg.features.clip,
-                                       choose_tree_forecast("on", fit, None))
+                                       TreeForecastChoice(True, 0.05, 0.04))
     column = np.asarray(with_trees.tree_forecast)
     assert column.shape == (len(y_hat), 1)
     assert abs(column[a:b].mean()) < 1e-4 and abs(column[a:b].std() - 1) < 1e-3
@@ -147,13 +147,12 @@ def _fake_fit(val_sharpe) -> GbmFit:
 
 
 def test_the_validation_mode_uses_the_trees_only_where_they_beat_ridge_on_validation():
-    """`choose_tree_forecast`: "on" always; "validation" iff the best gbm validation Sharpe
-    beats ridge's best (a tie is ridge's, NaN counts as −∞); an unused column is zeros."""
+    """`choose_tree_forecast`: the column iff the best gbm validation Sharpe beats ridge's
+    best (a tie is ridge's, NaN counts as −∞); an unused column is zeros."""
     fit = _fake_fit([[0.01, np.nan], [0.05, 0.02]])
-    assert choose_tree_forecast("on", fit, None) == TreeForecastChoice(True, 0.05, None)
     for ridge, used in (([0.01, np.nan, 0.04], True), ([0.06, 0.0], False), ([0.05], False),
                         ([np.nan, np.nan], True)):
-        choice = choose_tree_forecast("validation", fit, np.asarray(ridge))
+        choice = choose_tree_forecast(fit, np.asarray(ridge))
         assert choice.used is used and choice.gbm_val_sharpe == 0.05
         assert choice.ridge_val_sharpe == np.max(np.nan_to_num(ridge, nan=-np.inf))
         assert ("used" if used else "zero") in choice.describe()
@@ -173,9 +172,9 @@ def _with_trees(mode: str):
 def test_each_folds_data_carries_the_column_its_validation_choice_names():
     """The wiring of `--tree-forecast validation` (`Prepared.fold_data`): each fold's choice
     compares that fold's own gbm and ridge validation Sharpes, and the fold's arrays hold the
-    trees' cross-fitted column (the one `--tree-forecast on` gives) where it is used and zeros
-    where it is not; the tiny market has one fold of each."""
-    plain, on, chosen = _with_trees("off"), _with_trees("on"), _with_trees("validation")
+    trees' cross-fitted column (`with_tree_forecast` of the fold's fit) where it is used and
+    zeros where it is not; the tiny market has one fold of each."""
+    plain, chosen = _with_trees("off"), _with_trees("validation")
     assert chosen.market_names == plain.market_names + (TREE_FORECAST_NAME,)
     used = []
     for k in range(len(chosen.folds)):
@@ -187,8 +186,12 @@ def test_each_folds_data_carries_the_column_its_validation_choice_names():
         assert np.isclose(choice.ridge_val_sharpe, np.nanmax(ridge))
         assert choice.used == (choice.gbm_val_sharpe > choice.ridge_val_sharpe)
         np.testing.assert_array_equal(np.asarray(data.features), np.asarray(base.features))
-        column, always = np.asarray(data.tree_forecast), np.asarray(on.fold_data(k).tree_forecast)
-        assert on.tree_forecast_choices[k].used and always.std() > 0.5
+        used_anyway = TreeForecastChoice(True, choice.gbm_val_sharpe, choice.ridge_val_sharpe)
+        always = np.asarray(with_tree_forecast(base, chosen.gbm_fits[k], chosen.folds[k].gap,
+                                               chosen.cfg.features.clip,
+                                               used_anyway)[0].tree_forecast)
+        column = np.asarray(data.tree_forecast)
+        assert always.std() > 0.5
         if choice.used:
             np.testing.assert_array_equal(column, always)
         else:

@@ -297,7 +297,7 @@ ARGPARSE_CASES = [
     (["--lr", "fast"], "argument --lr: invalid float value: 'fast'"),
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--preset", "huge"], "argument --preset: invalid choice: 'huge'"),
-    (["--eval-params", "best"], "argument --eval-params: invalid choice: 'best'"),
+    (["--tree-forecast", "on"], "argument --tree-forecast: invalid choice: 'on'"),
     (["--backup", "some"], "argument --backup: invalid choice: 'some'"),
     (["--magnitudes", "0.5,x"], "argument --magnitudes: expected comma-separated numbers"),
 ]

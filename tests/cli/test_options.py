@@ -91,7 +91,6 @@ def test_a_saved_config_reruns_exactly_and_options_override_it(tmp_path):
 
 
 @pytest.mark.parametrize("section, name, now, before", [
-    ("agent", "weight_decay_on", "kernels", "all"),  # every parameter was decayed
     ("train", "rival", "vol_target", "off")])  # runs before study 34 had no rival
 def test_a_config_saved_before_a_field_keeps_its_old_behaviour(tmp_path, section, name, now,
                                                                before):
@@ -136,9 +135,11 @@ def test_the_model_head_refuses_what_it_cannot_do():
     ("net", "continuation", "afterstate", "state"),
     ("train", "skill_shrink", "off", "validation"),
     ("net", "variables", "pwl", "grn"), ("net", "variables", "pwl", "linear"),
-    ("train", "fallback", "off", "vol_target")])
+    ("train", "fallback", "off", "vol_target"), ("net", "td_to_encoder", False, True),
+    ("agent", "weight_decay_on", "kernels", "all"), ("train", "eval_params", "online", "target"),
+    ("train", "eval_params", "online", "average")])
 def test_removed_options_in_a_saved_config(section, name, old, value):
-    """The options issues 27 and 37 removed: a saved config holding the value every run had
+    """The options issues 27, 37 and 59 removed: a saved config holding the value every run had
     loads as today's config; another value is refused in one line naming the field, its
     study and docs/findings.md."""
     from rl_trader.config import config_from_dict
@@ -171,21 +172,32 @@ def test_a_saved_dsr_reward_is_refused_and_its_eta_is_irrelevant_without_it():
         parse("--reward", "dsr")
 
 
-def test_a_saved_averaged_eval_params_is_refused_and_the_others_load():
-    """`--eval-params average` left after study 24: a saved online or target policy loads as
-    it was; a saved average is refused in one line naming the study."""
+def test_a_config_saved_before_kernel_only_decay_is_refused():
+    """Runs saved before `weight_decay_on` existed (and before `q_head`, added after it)
+    decayed every parameter, which today's code no longer does: such a config is refused in
+    one line, as one saying "all" is; today's configs, without either removed field, load."""
     from rl_trader.config import config_from_dict
 
     saved = RunConfig().to_dict()
-    for kept in ("online", "target"):
-        saved["train"]["eval_params"] = kept
-        assert config_from_dict(saved).train.eval_params == kept
-    saved["train"]["eval_params"] = "average"
-    with pytest.raises(InputError, match="train.eval_params='average', an option removed on "
-                       r"2026-12-03 \(its results: study 24 .*train.eval_params in online, "
-                       "target") as err:
+    assert "weight_decay_on" not in saved["agent"] and config_from_dict(saved) == RunConfig()
+    del saved["net"]["q_head"]  # as a file saved before both fields
+    with pytest.raises(InputError, match="agent.weight_decay_on='all', an option removed on "
+                       r"2026-12-07 \(its results: study 7 ") as err:
         config_from_dict(saved)
     assert "\n" not in str(err.value)
+
+
+def test_a_saved_tree_forecast_in_every_fold_is_refused():
+    """`--tree-forecast on` left after study 19: a saved "on" (or the old switch's true) is
+    refused in one line naming the study and the modes that remain."""
+    from rl_trader.config import config_from_dict
+
+    saved = RunConfig().to_dict()
+    for old in ("on", True):
+        saved["features"]["tree_forecast"] = old
+        with pytest.raises(InputError, match="features.tree_forecast='on', an option removed on "
+                           r"2026-12-07 \(its results: study 19 .*off, validation$"):
+            config_from_dict(saved)
 
 
 def test_a_saved_state_continuation_is_refused_for_the_model_head_only():
@@ -203,13 +215,13 @@ def test_a_saved_state_continuation_is_refused_for_the_model_head_only():
 
 
 def test_a_saved_boolean_tree_forecast_reads_as_its_mode():
-    """`--tree-forecast` was a switch until 2026-12-02: a saved true is "on", false "off"."""
+    """`--tree-forecast` was a switch until 2026-12-02: a saved false is "off" (a true, "on",
+    is refused: above)."""
     from rl_trader.config import config_from_dict
 
     saved = RunConfig().to_dict()
-    for old, mode in ((True, "on"), (False, "off")):
-        saved["features"]["tree_forecast"] = old
-        assert config_from_dict(saved).features.tree_forecast == mode
+    saved["features"]["tree_forecast"] = False
+    assert config_from_dict(saved).features.tree_forecast == "off"
     assert parse("--tree-forecast", "validation").features.tree_forecast == "validation"
     with pytest.raises(InputError, match="option --tree-forecast='yes' is out of range"):
         RunConfig(features=FeatureConfig(tree_forecast="yes")).validate()

@@ -174,3 +174,19 @@ def test_help_documents_the_options(capsys):
                 "--tau", "--gamma", "--n-step", "--batch", "--commission-bps",
                 "--slippage-bps"):
         assert opt in out
+
+
+def test_summary_json_is_the_typed_record_written_back(smoke_run):
+    """summary.json is `RunSummary.to_json()` written as before the record existed: its keys in
+    the order the dict-built file had (`RUN_KEYS`, `FOLD_KEYS` of tests/evaluation/
+    test_record.py, matched against a file of the earlier code when the record came in), and
+    read back and written again, the same bytes."""
+    from rl_trader.evaluation.record import RunSummary
+    from tests.evaluation.test_record import FOLD_KEYS as ORDER
+    from tests.evaluation.test_record import RUN_KEYS
+
+    _, run_dir = smoke_run
+    text = (run_dir / "summary.json").read_text()
+    obj = json.loads(text)
+    assert list(obj) == RUN_KEYS and all(list(f) == ORDER for f in obj["folds"])
+    assert json.dumps(RunSummary.from_json(obj).to_json(), indent=2) + "\n" == text

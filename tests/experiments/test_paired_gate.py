@@ -16,7 +16,7 @@ def write_run(root, name: str, sharpe: float, vol_target: float = 0.5,
     fold = {"fold": 0, **({"prior": prior} if prior else {})}
     d.joinpath("summary.json").write_text(json.dumps({
         "folds": [fold], "stitched_test_sharpe": sharpe,
-        "stitched": {"vol_target": {"sharpe": vol_target}}}))
+        "stitched": {"vol_target": {"sharpe": vol_target}}, "config": {}}))
 
 
 def test_pairs_planted_summary_and_the_residual(tmp_path, capsys):

@@ -75,7 +75,7 @@ def test_main_prints_means_and_refuses_a_directory_that_is_no_sweep(tmp_path, ca
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "summary.json").write_text(json.dumps({"periods_per_year": 252.0}))
     assert main([str(tmp_path / "b")]) == 2
-    assert "not a finished sweep" in capsys.readouterr().err
+    assert "not a run summary" in capsys.readouterr().err  # read before any sweep file
 
 
 def test_against_pairs_the_gap_by_instrument_seed_and_fold(tmp_path, capsys):

@@ -14,7 +14,7 @@ from rl_trader.baselines.ridge import Forecast
 from rl_trader.baselines.suite import baseline_rollouts
 from rl_trader.config import config_from_dict
 from rl_trader.evaluation.metrics import sharpe_of
-from rl_trader.run.prepare import prepare
+from rl_trader.run.prepare import gbm_fit, prepare
 
 
 def test_each_fold_gets_the_edge_t_of_the_baselines_own_trading_on_its_train_bars(
@@ -32,7 +32,7 @@ def test_each_fold_gets_the_edge_t_of_the_baselines_own_trading_on_its_train_bar
     for f in folds:
         k = f["fold"]
         data = prep.fold_data(k)
-        fit = prep.gbm_fit(k, data)
+        fit = gbm_fit(prep, k)
         n = prep.folds[k].train[1] - prep.folds[k].train[0]
         assert f["train_bars"] == n and isinstance(f["gbm_train_edge_t"], float)
         y_hat = cross_fitted_forecast(data, fit, prep.folds[k].gap)

@@ -26,11 +26,14 @@ def config(cfg=SMOKE, epochs: int = 3, folds: int = 2) -> dict:
 
 def summary(agent: float, dsr: float | None, **extra) -> dict:
     """The keys of a run's summary.json that the table reads, with made-up figures."""
-    return {"stitched_test_sharpe": agent, "stitched_buy_and_hold_test_sharpe": 0.5,
+    return {"folds": [], "stitched_test_sharpe": agent, "stitched_buy_and_hold_test_sharpe": 0.5,
             "stitched": {"agent": {"sharpe": agent}, "buy_and_hold": {"sharpe": 0.5},
                          "vol_target": {"sharpe": 0.6}, "ridge": {"sharpe": 0.1}},
-            "stitched_random": {"sharpe": -0.2}, "headline": {"dsr": dsr, "pbo": 0.4,
-                                                         "spa": {"p_agent_beats_all": 0.03}},
+            "stitched_random": {"sharpe": -0.2},
+            "headline": {"stitched_test_sharpe": agent, "dsr": dsr, "pbo": 0.4,
+                         "spa": {"agent_beats": {"ridge": 0.03}, "p_agent_beats_all": 0.03,
+                                 "p_some_baseline_beats_agent": 0.5, "block_bars": 20,
+                                 "reps": 1000}},
             "data_source": "synthetic:ar1:1200:1", "config": config(), "stopped": [], **extra}
 
 

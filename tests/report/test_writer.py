@@ -15,7 +15,7 @@ from rich.console import Console
 
 from rl_trader.cli.report import main
 from rl_trader.errors import InputError
-from rl_trader.report.writer import num, print_table, write_report
+from rl_trader.report.writer import load_summary, num, print_table, write_report
 
 STRATEGIES = ("agent", "buy_and_hold", "flat", "momentum_20", "random")
 METRIC_KEYS = ("sharpe", "sortino", "max_drawdown", "calmar", "cagr", "volatility", "turnover",
@@ -227,7 +227,7 @@ def test_num_formats():
 
 
 def test_print_table_still_works(tmp_path):
-    summary = json.loads((make_fake_run(tmp_path / "t", 2).joinpath("summary.json")).read_text())
+    summary = load_summary(make_fake_run(tmp_path / "t", 2))
     buf = io.StringIO()
     print_table(summary, Console(file=buf, width=120))
     out = buf.getvalue()
@@ -269,10 +269,11 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
 def test_weights_all_zero_say_the_network_reads_none_of_those_variables():
     """The model head has no portfolio VSN, so its portfolio weights are all 0: a note, not a
     chart of zeros."""
+    from rl_trader.evaluation.record import FoldEntry
     from rl_trader.report.figures import Figures
     from rl_trader.report.writer import _vsn
 
-    folds = [{"fold": k, "portfolio_vsn_weights": dict.fromkeys(PORTFOLIO, 0.0)}
-             for k in range(2)]
+    folds = tuple(FoldEntry(fold=k, portfolio_vsn_weights=dict.fromkeys(PORTFOLIO, 0.0))
+                  for k in range(2))
     got = _vsn(folds, "portfolio_vsn_weights", "portfolio state", Figures())
     assert "reads none of these variables" in got and IMG_TAG not in got

@@ -16,7 +16,6 @@ from safetensors.numpy import load_file
 
 from rl_trader import env
 from rl_trader.agent.heads import make_head
-from rl_trader.agent.learner import policy_params
 from rl_trader.agent.model_head import assemble
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.cli import backtest as backtest_cli
@@ -106,8 +105,7 @@ def test_predict_matches_the_restored_ensemble_on_the_last_bar(trained, capsys):
     # independently: the fold's data as training built it, the learner the run's way
     cfg = prep.cfg
     summary = json.loads((run_dir / "summary.json").read_text())
-    template = policy_params(learner_template(cfg, len(prep.market_names), cfg.train.seeds),
-                             cfg.train.eval_params)
+    template = learner_template(cfg, len(prep.market_names), cfg.train.seeds).params
     with FoldCheckpoints(run_dir / f"fold_{fold.index}" / "checkpoints",
                          summary["fingerprint"], {}, read_only=True) as ckpt:
         assert ckpt.metadata()["holds"] == HOLDS_ACTING  # the acting params only
@@ -193,7 +191,7 @@ def test_an_older_checkpoint_holding_the_whole_learner_state_still_reads(tmp_pat
     rng = np.random.default_rng(0)
     learner = jax.tree.map(lambda x: rng.normal(size=x.shape).astype(x.dtype)
                            if x.dtype.kind == "f" else x, learner)
-    acting = policy_params(learner, cfg.train.eval_params)
+    acting = learner.params
     fp = fingerprint(acting, cfg.net, len(cfg.env.magnitudes))
     with FoldCheckpoints(tmp_path / "ckpt", fp, {"seeds": 2}) as ckpt:
         ckpt.save(0, learner, 0.5)  # no "holds": the older layout
@@ -278,7 +276,7 @@ def test_a_run_with_the_prior_acts_and_reports_prior_plus_residual(tmp_path, cap
         cfg, env=dataclasses.replace(cfg.env, prior="vol_target"),
         train=dataclasses.replace(cfg.train, rival="off")))
     run_dir = tmp_path / "run"
-    summary = experiment.run_experiment(prep, run_dir, log=lambda _: None)
+    summary = experiment.run_experiment(prep, run_dir, log=lambda _: None).to_json()
     fold = prep.folds[-1]
     vt, star = vol_target_positions(prep.bars.close, *fold.train)
     with np.load(run_dir / summary["folds"][-1]["returns_file"]) as z:

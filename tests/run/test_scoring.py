@@ -32,7 +32,7 @@ def test_test_blocks_are_scored_by_the_validation_program(tmp_path, caplog):
                                                                       prior_trials=4321)))
     assert prep.test_steps == prep.val_steps
     with caplog.at_level(logging.WARNING), jax.log_compiles(True):
-        summary = experiment.run_experiment(prep, tmp_path / "run", log=lambda _: None)
+        summary = experiment.run_experiment(prep, tmp_path / "run", log=lambda _: None).to_json()
     assert summary["scored_folds"] == [0, 1]
     compiled = [r.getMessage() for r in caplog.records
                 if r.getMessage().startswith("Compiling jit(evaluate_ensemble)")]
@@ -75,7 +75,7 @@ def test_a_fold_whose_rival_wins_on_validation_acts_as_it_everywhere(tmp_path, m
 
     monkeypatch.setattr(scoring, "vol_target_validation", rival)
     run_dir = tmp_path / "run"
-    summary = experiment.run_experiment(prep, run_dir, log=lambda _: None)
+    summary = experiment.run_experiment(prep, run_dir, log=lambda _: None).to_json()
     folds = summary["folds"]
     assert [f["acts_as"] for f in folds] == ["agent", "vol_target"]
     assert [f["vol_target_val_edge_t"] for f in folds] == [1.5, 3.0]

@@ -65,24 +65,24 @@ def test_with_jax_settings_restored_after_an_error():
 
 def test_programs_are_made_once_per_program_config():
     """Runs that differ only in what `program_config` drops share one population; any other
-    field, the periods per year, the validation steps or the mesh make another; the oldest
-    beyond `PROGRAMS_KEPT` is dropped."""
+    field or the mesh make another; the oldest beyond `PROGRAMS_KEPT` is dropped."""
     cfg = tiny_config()
-    first = programs(cfg, 252.0, 188, None)
+    first = programs(cfg, None)
     other_run = dataclasses.replace(cfg, data=DataConfig(path="synthetic:step:1200:9"),
                                     folds=FoldConfig(n_folds=5), seed=7,
                                     sweep=(("learning_rate", (1e-3, 2e-3)),))
-    assert programs(other_run, 252.0, 188, None) is first
+    assert programs(other_run, None) is first
     assert program_config(other_run) == program_config(cfg)
     epochs = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=4))
     lr = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, learning_rate=3e-4))
     mesh = Mesh(np.array(jax.devices()[:1]), (POP_AXIS,))
-    made = [programs(epochs, 252.0, 188, None), programs(lr, 252.0, 188, None),
-            programs(cfg, 12.0, 188, None), programs(cfg, 252.0, 256, None),
-            programs(cfg, 252.0, 188, mesh)]
+    clip = dataclasses.replace(cfg, features=dataclasses.replace(cfg.features, clip=4.0))
+    made = [programs(epochs, None), programs(lr, None), programs(clip, None),
+            programs(cfg, mesh), programs(dataclasses.replace(cfg, net=dataclasses.replace(
+                cfg.net, hidden=4)), None)]
     assert all(p is not first for p in made) and len({id(p) for p in made}) == len(made)
     assert len(made) > PROGRAMS_KEPT  # so the first has been dropped
-    assert programs(cfg, 252.0, 188, None) is not first
+    assert programs(cfg, None) is not first
 
 
 def test_no_program_reads_a_field_that_program_config_drops():
@@ -92,7 +92,7 @@ def test_no_program_reads_a_field_that_program_config_drops():
     cfg = tiny_config(generic=True)
     prep = prepare(cfg)
     data, unread = prep.fold_data(0), unread_dropped(cfg)
-    trainer = make_train(unread, prep.periods_per_year, prep.val_steps)
+    trainer = make_train(unread)
     runner = jax.eval_shape(trainer.init, jax.random.PRNGKey(0), data)
     jax.eval_shape(trainer.epoch, runner, data, HParams.from_config(cfg.agent))
     length = int(data.test[1] - data.test[0])

@@ -15,8 +15,6 @@ import pytest
 from rl_trader.agent import learner, model_head
 from rl_trader.agent.learner import HParams
 from rl_trader.env import FLAT
-from rl_trader.evaluation.metrics import sharpe
-from rl_trader.evaluation.selection import best_of
 from rl_trader.run.prepare import prepare
 from rl_trader.training.train import Runner, jit_single, make_train
 from tests.helpers import tiny_config, unread_dropped
@@ -29,7 +27,7 @@ HP = HParams.from_config(CFG.agent)
 def setup():
     prep = prepare(CFG)
     datas = [prep.fold_data(k) for k in range(len(prep.folds))]
-    trainer = make_train(unread_dropped(CFG), prep.periods_per_year, prep.val_len)
+    trainer = make_train(unread_dropped(CFG))
     return prep, datas, jit_single(trainer), prep.val_len
 
 
@@ -38,8 +36,7 @@ def test_init_creates_every_field_fresh(setup):
     runner = trainer.init(jax.random.PRNGKey(0), datas[0])
     # Every field, leaf by leaf, has the shape and dtype of the declared state (the abstract
     # evaluation of `init`): nothing is missing, None or of a stale shape.
-    expected = jax.eval_shape(make_train(unread_dropped(CFG), prep.periods_per_year,
-                                         prep.val_len).init,
+    expected = jax.eval_shape(make_train(unread_dropped(CFG)).init,
                               jax.random.PRNGKey(0), datas[0])
     for f in dataclasses.fields(Runner):
         chex.assert_trees_all_equal_shapes_and_dtypes(getattr(runner, f.name),
@@ -64,8 +61,7 @@ def test_fold_two_starts_from_a_fresh_state(setup):
     for _ in range(CFG.train.epochs):
         runner, _ = trainer.epoch(runner, datas[0], HP)
     second = trainer.init(jax.random.fold_in(key, 1), datas[1])
-    fresh = jit_single(make_train(unread_dropped(CFG), prep.periods_per_year,
-                                  prep.val_len)).init(
+    fresh = jit_single(make_train(unread_dropped(CFG))).init(
         jax.random.fold_in(key, 1), datas[1])
     chex.assert_trees_all_equal(second, fresh)
 
@@ -89,37 +85,6 @@ def test_epoch_updates_and_stays_finite(setup):
     assert float(metrics.epsilon) < CFG.agent.eps_start
 
 
-def test_train_program_vmapped_over_seeds_matches_the_host_loop(setup):
-    """`train(key, fold)` (all epochs in one program), vmapped over two seeds, trains each seed
-    as the host loop would: the first epoch's validation Sharpe is the host's, the best epoch
-    is the host's rule applied to the program's Sharpes, and the params it returns score, in
-    the host's evaluation, the Sharpe it selected them on.
-
-    Later epochs are not compared with the host loop's: the two programs round differently
-    (parameters within ~1e-7 after an epoch), and a rounding-level difference that flips one
-    greedy action while acting sends two runs of the same seed apart; that is not a bug."""
-    prep, datas, trainer, val_len = setup
-    keys = jax.random.split(jax.random.PRNGKey(12), 2)
-    batched = jax.jit(jax.vmap(trainer.train, in_axes=(0, None, None)))(keys, datas[0], HP)
-    assert jnp.shape(batched.val_sharpe) == (2, CFG.train.epochs)
-    assert not np.allclose(batched.val_sharpe[0], batched.val_sharpe[1])  # two runs, not one
-
-    def val_sharpe(params, key) -> float:
-        one = jax.tree.map(lambda x: x[None], params)  # an ensemble of one
-        val = trainer.evaluate(one, datas[0], datas[0].val[0], val_len, key)
-        return float(sharpe(val.returns, prep.periods_per_year))
-
-    for i, key in enumerate(keys):
-        runner, _ = trainer.epoch(trainer.init(key, datas[0]), datas[0], HP)
-        np.testing.assert_allclose(float(batched.val_sharpe[i, 0]),
-                                   val_sharpe(runner.learner.params, key), rtol=1e-4, atol=1e-5)
-        sharpes = [float(s) for s in batched.val_sharpe[i]]
-        best = int(batched.best_epoch[i])
-        assert best == best_of(list(range(len(sharpes))), sharpes)
-        np.testing.assert_allclose(sharpes[best], val_sharpe(
-            jax.tree.map(lambda x, i=i: x[i], batched.best_params), key), rtol=1e-4, atol=1e-5)
-
-
 ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"))
 
 
@@ -127,7 +92,7 @@ def test_backup_all_trains_with_finite_metrics(setup):
     """`--backup all` end to end (init, two epochs); from every stored pre-step state the
     counterfactual step of the action taken reproduces the stored reward and next features."""
     prep, datas, _, val_len = setup
-    trainer = jit_single(make_train(unread_dropped(ALL), prep.periods_per_year, val_len))
+    trainer = jit_single(make_train(unread_dropped(ALL)))
     runner = trainer.init(jax.random.PRNGKey(5), datas[0])
     for _ in range(ALL.train.epochs):
         runner, metrics = trainer.epoch(runner, datas[0], HP)
@@ -166,8 +131,7 @@ def test_the_model_head_trains_its_forecasts_and_acts_on_the_position_grid(setup
     generic = tiny_config(n_envs=4, generic=True)
     key = jax.random.PRNGKey(21)
     runner = model.init(key, datas[0])
-    plain = jax.jit(make_train(unread_dropped(generic), prep.periods_per_year,
-                               val_len).init)(key, datas[0])
+    plain = jax.jit(make_train(unread_dropped(generic)).init)(key, datas[0])
     np.testing.assert_array_equal(runner.replay.data.direction, plain.replay.data.direction)
     before = jax.tree.map(np.asarray, runner.learner.target_params)  # epochs donate the runner
     for _ in range(2):

@@ -1,0 +1,99 @@
+"""rl_trader.evaluation.record: the typed run record and its JSON."""
+
+import json
+
+import pytest
+
+from rl_trader.errors import InputError
+from rl_trader.evaluation.record import (
+    ABSENT,
+    FoldEntry,
+    Headline,
+    Performance,
+    RunSummary,
+    from_json,
+    to_json,
+)
+from rl_trader.runtime.rundir import write_json
+
+# The order of a scored run's keys: summary.json's bytes follow it (tests/cli/test_train.py
+# checks a real run's file against it).
+RUN_KEYS = ["folds", "stitched_test_sharpe", "stitched_buy_and_hold_test_sharpe",
+            "geo_mean_test_sharpe", "stitched", "stitched_random",
+            "stitched_random_test_sharpe_band", "headline", "scored_folds", "trials", "config",
+            "data_sha256", "data_source", "data_pool", "n_bars", "periods_per_year",
+            "feature_names", "device", "fingerprint", "stopped"]
+FOLD_KEYS = ["fold", "best_epoch", "ensemble_seeds", "best_setting", "val_sharpe",
+             "vol_target_val_sharpe", "vol_target_val_edge_t", "acts_as", "test_sharpe",
+             "buy_and_hold_test_sharpe", "checkpoint_dir", "test_start", "test_end",
+             "market_vsn_weights", "portfolio_vsn_weights", "baseline_test_sharpes",
+             "gbm_choice", "random_test_sharpe_mean", "random_test_sharpe_std", "metrics",
+             "prior", "epochs", "returns_file", "val_returns_file", "tree_forecast"]
+
+
+def perf(sharpe: float) -> Performance:
+    return Performance(sharpe=sharpe, sortino=1.0, max_drawdown=-0.1, calmar=0.5, cagr=0.05,
+                       volatility=0.1, turnover=2.0, hit_rate=0.5, exposure=0.9, n_trades=12.0)
+
+
+def summary() -> RunSummary:
+    """A small summary: one scored fold, one stopped before its first checkpoint."""
+    scored = FoldEntry(fold=0, best_epoch=2, val_sharpe=0.4, acts_as="agent", test_sharpe=0.3,
+                       test_start=10, test_end=20, metrics={"agent": perf(0.3)},
+                       epochs=[{"epoch": 0, "val_sharpe": 0.4}])
+    stopped = FoldEntry(fold=1, best_epoch=None, test_sharpe=None, test_start=20, test_end=30,
+                        epochs=[], status="stopped before its first checkpoint")
+    return RunSummary(folds=(scored, stopped), stitched_test_sharpe=0.3,
+                      stitched={"agent": perf(0.3)}, headline=Headline(
+                          stitched_test_sharpe=0.3, dsr=0.1, n_trials=5, spa=None),
+                      config={"seed": 0}, stopped=[])
+
+
+def test_json_round_trip_is_exact_and_leaves_absent_keys_out(tmp_path):
+    """to_json → summary.json → from_json → to_json gives the same bytes; a key the record
+    does not hold (`ABSENT`) is not written, a None is written as null."""
+    s = summary()
+    obj = s.to_json()
+    assert list(obj) == ["folds", "stitched_test_sharpe", "stitched", "headline", "config",
+                         "stopped"]
+    assert obj["folds"][1] == {"fold": 1, "best_epoch": None, "test_sharpe": None,
+                               "test_start": 20, "test_end": 30, "epochs": [],
+                               "status": "stopped before its first checkpoint"}
+    assert obj["headline"]["spa"] is None and "pbo" not in obj["headline"]
+    write_json(tmp_path / "summary.json", obj)
+    text = (tmp_path / "summary.json").read_text()
+    back = RunSummary.from_json(json.loads(text))
+    assert back == s and back.folds[1].metrics is ABSENT and not back.folds[1].scored
+    assert json.dumps(back.to_json(), indent=2) + "\n" == text
+    assert back.folds[0].metrics["agent"].sharpe == 0.3 and back.headline.dsr == 0.1
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["headline"].update(dsr="high"), "x.json: headline.dsr is 'high', not a number "
+                                                 "or null"),
+    (lambda d: d["folds"][0].update(best_epoch=1.5), "folds[0].best_epoch is 1.5, not an "
+                                                     "integer or null"),
+    (lambda d: d["folds"][0]["metrics"]["agent"].update(alpha=1.0),
+     "folds[0].metrics.agent.alpha is not a key this version knows"),
+    (lambda d: d.pop("config"), "x.json: config is missing"),
+    (lambda d: d.update(folds={}), "folds is {}, not a list"),
+    (lambda d: d["folds"][0].update(test_sharpe=True), "folds[0].test_sharpe is True, not a "
+                                                       "number or null")])
+def test_a_value_of_the_wrong_type_is_refused_in_one_line_naming_its_key(edit, message):
+    obj = summary().to_json()
+    edit(obj)
+    with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")
+                       .replace(".", r"\.")) as err:
+        RunSummary.from_json(obj, "x.json")
+    assert "\n" not in str(err.value)
+
+
+def test_an_older_summary_is_upgraded_in_from_json():
+    """A scored fold from before the rival (study 34) reads as the agent's; figures an older
+    run lacks are `ABSENT` (falsy), not invented."""
+    obj = summary().to_json()
+    del obj["folds"][0]["acts_as"], obj["headline"]["spa"]
+    back = RunSummary.from_json(obj)
+    assert back.folds[0].acts_as == "agent" and back.folds[1].acts_as is ABSENT
+    assert back.headline.spa is ABSENT and not back.headline.spa
+    assert to_json(from_json(Performance, {"sharpe": 1}, "p")) == {"sharpe": 1}
