@@ -83,8 +83,8 @@ class LossInfo:
 def kernel_mask(params: chex.ArrayTree) -> chex.ArrayTree:
     """True at the weight matrices (leaves named `kernel` or `*_kernel`), False at biases,
     LayerNorm scales and offsets and the VSNs' `knots` (each variable's curve: values at
-    points, a table like an embedding's, not a matrix on activations; study 32 judged it
-    undecayed): the leaves the weight decay shrinks."""
+    points, a table like an embedding's, not a matrix on activations): the leaves the weight
+    decay shrinks."""
     return jax.tree_util.tree_map_with_path(
         lambda path, _: str(getattr(path[-1], "key", path[-1])).endswith("kernel"), params)
 
@@ -188,9 +188,7 @@ def full_action_backups(state_tm1: env.EnvState, obs_tm1: Obs, fold: FoldData, c
 def traced_once(net: nn.Module) -> Callable:
     """`net.apply` as one nested jit for the update: its passes of equal input shapes (the
     online and target next-state passes) are traced and lowered once, not once each. XLA
-    inlines the call, so the compiled program is the same (a tiny run's summary.json is
-    bitwise unchanged on the CPU; its epoch program lowers in 2.7 s instead of 3.3 s,
-    2026-12-03)."""
+    inlines the call, so the compiled program is the same and lowers sooner."""
     return jax.jit(net.apply)
 
 

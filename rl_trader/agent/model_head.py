@@ -95,7 +95,7 @@ class ModelQNetwork(nn.Module):
     moves by O(cost), and the equity-relative portfolio variables (which the reward does not
     read) move too. C(x, a) fits the replay's average over p of that O(cost) term; p enters
     Q through the known reward's cost, and the network has no portfolio VSN (its weights
-    read 0). Study 28 chose this over C(x, p, a) for the bytes of the update.
+    read 0), so the update does not evaluate C at every next portfolio.
 
     The trunk reads the market encoding through a stop-gradient: the continuation's TD loss
     trains the trunk and the heads, and only the regressions train the market encoder."""

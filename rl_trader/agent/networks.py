@@ -101,8 +101,8 @@ class VSN(nn.Module):
     """Variable selection network over one feature group; returns (output [..., d], w [..., V]).
 
     Each scalar variable x_v gets a learnt piecewise-linear curve ξ_v = Σ_k h_k(x_v)·A_vk in
-    R^d through the `KNOTS` (`hat_basis`; the TFT gives each a GRN instead: study 32 measured
-    the curve at 0.45× the update's bytes and −0.046 ± 0.043 on the gate). ξ_v is linear in
+    R^d through the `KNOTS` (`hat_basis`; the TFT gives each a GRN instead, at about twice the
+    update's bytes). ξ_v is linear in
     the basis, so the selector GRN reads flatten[h(x_v)] (a linear map of flatten[ξ_v] is one
     of it), w = softmax(GRN(flatten[h(x_v)]_v, c)), and the output Σ_v w_v ξ_v =
     flatten[w_v·h(x_v)]_v·A is one [..., V·K]·[V·K, d] matmul.

@@ -1,7 +1,7 @@
 """The trees' fits cached on disk, keyed by everything a fit reads.
 
 Fitting the gbm baseline and its cross-fitted forecast is most of a run's preparation on a
-CPU (about 2 minutes of the default run's three folds on a 2-core machine, 2026-12-03). A fit
+CPU (docs/benchmarks.md). A fit
 is deterministic, so a run that fits the same trees again (the same data, fold and options:
 a re-run, a resumed run, another seed, a sweep, `predict` and `backtest` excepted, which
 load the run's own trees) reads them from here instead.

@@ -142,9 +142,7 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The base configuration (--config file, else --preset, else `default`) with every option
-    given on the command line applied; validated. The same on every backend: the default
-    population (4 seeds a fold) fits 6 minutes of `make train FOLDS=3` on a 2-core CPU since
-    study 32 (study 29's two seeds there are gone)."""
+    given on the command line applied; validated. The same on every backend."""
     if args.config and args.preset:
         raise InputError("options --config and --preset exclude each other: the saved "
                          "configuration is the base")

@@ -1,7 +1,7 @@
 """The report's figures, drawn in this process or side by side in worker processes.
 
-Drawing is host work: matplotlib's `savefig` is about 70 % of a report, which took 2.4 s of
-a warm 18.1 s `make train FOLDS=3` on one H200 (2026-12-05). On an accelerator the host's
+Drawing is host work: matplotlib's `savefig` is most of a report's time (docs/benchmarks.md
+measures it). On an accelerator the host's
 cores wait while the run trains, so the run starts `start_workers` ahead: spawned processes
 that import matplotlib during training and then draw the report's figures at once, one each.
 The report's code asks `Figures` for each figure; with workers it gets a placeholder that
