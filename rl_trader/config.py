@@ -201,7 +201,7 @@ class AgentConfig:
     """Double-DQN learner: optimiser, targets, exploration, replay.
 
     Defaults chosen by validation Sharpe on the planted-signal market `synthetic:ar1`
-    (experiments.sweep; docs/benchmarks.md). Test blocks were not looked at. The weight decay
+    (experiments.sweep; docs/findings.md). Test blocks were not looked at. The weight decay
     shrinks the weight matrices only (`learner.kernel_mask`).
     """
 
@@ -272,7 +272,7 @@ class TrainConfig:
     steps_per_epoch: int = option(1000, "env steps per env per epoch")
     updates_per_step: int = option(1, "gradient updates per parallel env step")
     prefill_steps: int = option(64, "random-policy env steps before the first update")
-    # 4 chosen on validation (docs/benchmarks.md): single agents vary a lot from seed to seed.
+    # 4 chosen on validation (docs/findings.md): single agents vary a lot from seed to seed.
     seeds: int = option(4, "seeds per fold (and setting), trained together; their ensemble "
                         "(mean greedy position) is the fold's policy")
     gbm_iterations: int = option(

@@ -1,7 +1,7 @@
 """The trees' fits cached on disk, keyed by everything a fit reads.
 
 Fitting the gbm baseline and its cross-fitted forecast is most of a run's preparation on a
-CPU (docs/benchmarks.md). A fit
+CPU (docs/history/benchmarks.md). A fit
 is deterministic, so a run that fits the same trees again (the same data, fold and options:
 a re-run, a resumed run, another seed, a sweep, `predict` and `backtest` excepted, which
 load the run's own trees) reads them from here instead.

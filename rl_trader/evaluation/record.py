@@ -298,7 +298,7 @@ def _name(hint: Any) -> str:
 
 # Keys a scored fold of an older summary lacks, with the value its run had.
 _FOLD_UPGRADES: dict[str, Any] = {
-    "acts_as": "agent",  # before the rival (study 34) every fold's agent acted
+    "acts_as": "agent",  # before the rival existed every fold's agent acted
 }
 
 

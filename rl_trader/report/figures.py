@@ -1,6 +1,6 @@
 """The report's figures, drawn in this process or side by side in worker processes.
 
-Drawing is host work: matplotlib's `savefig` is most of a report's time (docs/benchmarks.md
+Drawing is host work: matplotlib's `savefig` is most of a report's time (docs/history/benchmarks.md
 measures it). On an accelerator the host's
 cores wait while the run trains, so the run starts `start_workers` ahead: spawned processes
 that import matplotlib during training and then draw the report's figures at once, one each.

@@ -35,7 +35,7 @@ from rl_trader.errors import InputError
 _RESERVED = ("fingerprint", "epoch", "val_sharpe", "process")
 # A fold checkpoint's "holds" metadata: the ensemble's acting parameters only (the online
 # params, what scoring, `predict` and `backtest` use). Epochs saved without it (before
-# 2026-11-30, fifth session) hold the whole learner state: online and target params and Adam's
+# 2026-11-30) hold the whole learner state: online and target params and Adam's
 # moments, four times the arrays; `FoldCheckpoints.restore_acting` reads both.
 HOLDS_ACTING = "acting_params"
 

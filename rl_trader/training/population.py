@@ -139,7 +139,7 @@ def threefry_kernels(fn: Callable) -> Callable:
 
     The init program draws every parameter leaf with its own inlined threefry hash; XLA's
     HLO passes took 11–12 s of its 17 s compile on an H200, most of it priority fusion
-    (docs/benchmarks.md). With the hash as a kernel the
+    (docs/history/benchmarks.md). With the hash as a kernel the
     program compiles in 3.7 s with bitwise-equal outputs (the same integer hash). Not used
     for the epoch program: there it compiles 21.0 s against 23.5 s but runs 7 % slower. The
     flag is part of JAX's jit key and only acts on GPUs; see `with_jax_settings` for its scope.
