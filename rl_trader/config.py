@@ -423,7 +423,8 @@ REMOVED_FIELDS = {
     ("train", "skill_shrink"): Removed("off", "study 30", "2026-12-04"),
     ("net", "variables"): Removed("pwl", "studies 31-32", "2026-12-04"),
     ("train", "fallback"): Removed("off", "study 33", "2026-12-05"),
-    ("net", "td_to_encoder"): Removed(False, "study 18", "2026-12-07"),
+    ("net", "td_to_encoder"): Removed(False, "study 18", "2026-12-07",
+                                      read_if=("q_head", "model")),
     ("agent", "weight_decay_on"): Removed("kernels", "study 7", "2026-12-07",
                                           before=("all", ("net", "q_head"))),
     ("train", "eval_params"): Removed("online", "study 24 and the acting-parameters rows",
@@ -436,8 +437,13 @@ REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03"),
 RETYPED_FIELDS = {("features", "tree_forecast"): {False: "off", True: "on"}}  # 2026-12-02
 
 
-def _refuse(setting: str, where: str, removed: str, runs: str) -> InputError:
-    return InputError(f"saved configuration sets {setting}, an option removed on {removed} "
+def _holds(d: dict, section: str, name: str) -> bool:
+    """Whether the saved configuration `d` has the field `section.name`."""
+    return isinstance(d.get(section), dict) and name in d[section]
+
+
+def _refuse(what: str, where: str, removed: str, runs: str) -> InputError:
+    return InputError(f"saved configuration {what}, an option removed on {removed} "
                       f"(its results: {where} in docs/findings.md); this version runs only "
                       f"{runs}")
 
@@ -455,20 +461,23 @@ def _upgrade(d: dict) -> dict:
     for (section, name, value), (where, removed) in REMOVED_CHOICES.items():
         part = out.get(section)
         if isinstance(part, dict) and part.get(name) == value:
-            raise _refuse(f"{section}.{name}={value!r}", where, removed,
+            raise _refuse(f"sets {section}.{name}={value!r}", where, removed,
                           f"{section}.{name} in {', '.join(_choices(section, name))}")
     for (section, name), gone in REMOVED_FIELDS.items():
         part = out.get(section)
-        if isinstance(part, dict) and name not in part and gone.before is not None:
-            old, (marker_section, marker) = gone.before
-            if marker not in out.get(marker_section, {}):
-                part[name] = old
-        if isinstance(part, dict) and name in part:
+        if not isinstance(part, dict):
+            continue
+        if name in part:
             value = part.pop(name)
-            read = gone.read_if is None or part.get(gone.read_if[0]) == gone.read_if[1]
-            if read and value != gone.same:
-                raise _refuse(f"{section}.{name}={value!r}", gone.where, gone.removed,
-                              f"{section}.{name}={gone.same!r}")
+            what = f"sets {section}.{name}={value!r}"
+        elif gone.before is not None and not _holds(out, *gone.before[1]):
+            value = gone.before[0]  # saved before the field: its runs read this value
+            what = f"predates {section}.{name} (its runs read {value!r})"
+        else:
+            continue
+        read = gone.read_if is None or part.get(gone.read_if[0]) == gone.read_if[1]
+        if read and value != gone.same:
+            raise _refuse(what, gone.where, gone.removed, f"{section}.{name}={gone.same!r}")
     return out
 
 

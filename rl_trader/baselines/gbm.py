@@ -11,11 +11,11 @@ with the run's costs, as ridge's penalty is: the first best on ties. Only train 
 bars are read; the fit is deterministic (fixed `random_state`, no early stopping, no subsampling),
 so its trees are cached on disk by their inputs (`tree_cache`).
 
-With `--tree-forecast on` the same trees become one more market variable of the agent
+With `--tree-forecast validation` the same trees become one more market variable of the agent
 (`with_tree_forecast`), cross-fitted on the train segment so that no train bar's value comes
-from trees fit on that bar. With `--tree-forecast validation` a fold's network sees them only
-where they trade its validation block better than ridge does (`choose_tree_forecast`): a
-choice made on validation, as the baselines' own settings are; elsewhere the column is zero.
+from trees fit on that bar, in a fold whose validation block they trade better than ridge does
+(`choose_tree_forecast`): a choice made on validation, as the baselines' own settings are;
+elsewhere, and with `off`, the column is zero.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ attribute.
 out (a key that summary never has, e.g. a synthetic market's oracle figures on real data),
 tuples as lists. `from_json()` reads one back, checking every value's type against its
 annotation (InputError naming the key), and is the one place where older summaries are
-upgraded (`_UPGRADES`: a key they lack takes the value their runs had). Keys this version does
-not know are refused, so nothing a file holds is silently dropped.
+upgraded (`_upgrade`: a key they lack takes the value their runs had, a renamed one today's
+name, a retired one is dropped). Other keys this version does not read are refused, so nothing
+a file holds is silently lost.
 """
 
 from __future__ import annotations
@@ -236,8 +237,7 @@ def _decode(value: object, hint: Any, path: str) -> Any:
             raise _wrong(value, hint, path)
         fields = {f.name: f for f in dataclasses.fields(hint)}
         if unknown := [k for k in value if k not in fields]:
-            raise _Wrong(f"{_key(path, unknown[0])} is not a key this version knows (written "
-                         "by a newer one?)")
+            raise _Wrong(f"{_key(path, unknown[0])} is not a key this version reads")
         hints = typing.get_type_hints(hint)
         kw = {}
         for name, f in fields.items():
@@ -300,11 +300,31 @@ def _name(hint: Any) -> str:
 _FOLD_UPGRADES: dict[str, Any] = {
     "acts_as": "agent",  # before the rival existed every fold's agent acted
 }
+# Keys of a fold that older summaries wrote and this version does not: dropped on reading.
+_FOLD_RETIRED = ("best_seed",)  # the chosen seed's index, before seed ensembles (2026-11-30)
+# Keys of the SPA that older summaries named otherwise: their name then → now (2026-12-03).
+_SPA_RENAMED = {"p_no_baseline_beats_agent": "p_some_baseline_beats_agent"}
 
 
 def _upgrade(obj: object) -> object:
-    """`obj` with the keys older summaries lack filled in (`_FOLD_UPGRADES`)."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("folds"), list):
+    """`obj` as this version writes it: the keys older summaries lack filled in
+    (`_FOLD_UPGRADES`), the ones they wrote under another name renamed (`_SPA_RENAMED`) and
+    the retired ones dropped (`_FOLD_RETIRED`)."""
+    if not isinstance(obj, dict):
         return obj
-    return {**obj, "folds": [_FOLD_UPGRADES | f if isinstance(f, dict) and
-                             f.get("test_sharpe") is not None else f for f in obj["folds"]]}
+    out = dict(obj)
+    if isinstance(out.get("folds"), list):
+        out["folds"] = [_fold(f) for f in out["folds"]]
+    head = out.get("headline")
+    if isinstance(head, dict) and isinstance(head.get("spa"), dict):
+        spa = {_SPA_RENAMED.get(k, k): v for k, v in head["spa"].items()}
+        out["headline"] = {**head, "spa": spa}
+    return out
+
+
+def _fold(f: object) -> object:
+    """One fold entry of an older summary as this version writes it (`_upgrade`)."""
+    if not isinstance(f, dict):
+        return f
+    f = {k: v for k, v in f.items() if k not in _FOLD_RETIRED}
+    return _FOLD_UPGRADES | f if f.get("test_sharpe") is not None else f

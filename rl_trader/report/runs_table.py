@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rl_trader.config import PRESETS, preset
+from rl_trader.config import PRESETS, config_from_dict, preset
 from rl_trader.data.loader import EMBEDDED  # the data source of a run on the embedded data
 from rl_trader.errors import InputError
 from rl_trader.evaluation.record import ABSENT, Headline, RunSummary
@@ -158,7 +158,13 @@ def _data(config: Any) -> str | None:
 
 def _preset_name(config: dict) -> str:
     """The preset a configuration is, its data, seed, epochs and folds aside; else the preset
-    whose network it has, with '*' (other options changed); else 'custom'."""
+    whose network it has, with '*' (other options changed); else 'custom'. An older
+    configuration is read as today's first (`config_from_dict`: removed fields dropped, fields
+    added since given the value its run had)."""
+    try:
+        config = json.loads(json.dumps(config_from_dict(config).to_dict()))
+    except InputError:
+        pass  # a configuration this version cannot read: compared as saved
     presets = {name: json.loads(json.dumps(preset(name).to_dict())) for name in PRESETS}
     for name, base in presets.items():
         if all(_without(config, k) == _without(base, k) for k in base if k not in ("data", "seed")):

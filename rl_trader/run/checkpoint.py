@@ -66,7 +66,7 @@ def fingerprint(params: Any, net_cfg: NetConfig, n_magnitudes: int) -> str:
     Independent of the parameter values (abstract `jax.eval_shape` trees work too); changes with
     any leaf's path, shape or dtype, any `NetConfig` field but those that leave the params'
     structure and meaning alone (`UNHASHED`: the matmul precision, the params being float32
-    in every case, and where the TD gradient flows), or the number of magnitudes. A field
+    in every case), or the number of magnitudes. A field
     added later is hashed only away from the value runs had before it (`HASHED_UNLESS`), so
     runs saved before it existed keep their fingerprint.
     """

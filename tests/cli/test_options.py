@@ -181,10 +181,24 @@ def test_a_config_saved_before_kernel_only_decay_is_refused():
     saved = RunConfig().to_dict()
     assert "weight_decay_on" not in saved["agent"] and config_from_dict(saved) == RunConfig()
     del saved["net"]["q_head"]  # as a file saved before both fields
-    with pytest.raises(InputError, match="agent.weight_decay_on='all', an option removed on "
-                       r"2026-12-07 \(its results: study 7 ") as err:
+    with pytest.raises(InputError, match=r"configuration predates agent.weight_decay_on \(its "
+                       r"runs read 'all'\), an option removed on 2026-12-07 \(its results: "
+                       "study 7 ") as err:
         config_from_dict(saved)
     assert "\n" not in str(err.value)
+    saved["net"] = None  # a hand-edited file: refused in one line, not a TypeError
+    with pytest.raises(InputError, match="^saved configuration [^\n]*$"):
+        config_from_dict(saved)
+
+
+def test_td_to_encoder_was_read_by_the_model_head_alone():
+    """`--td-to-encoder` (study 18) switched the model head's gradient path: a generic-head
+    config holding either value loads, a model-head one only with the value every run had."""
+    from rl_trader.config import config_from_dict
+
+    saved = RunConfig().to_dict()
+    saved["net"]["q_head"], saved["net"]["td_to_encoder"] = "generic", True
+    assert config_from_dict(saved).net.q_head == "generic"
 
 
 def test_a_saved_tree_forecast_in_every_fold_is_refused():

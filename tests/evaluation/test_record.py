@@ -74,7 +74,7 @@ def test_json_round_trip_is_exact_and_leaves_absent_keys_out(tmp_path):
     (lambda d: d["folds"][0].update(best_epoch=1.5), "folds[0].best_epoch is 1.5, not an "
                                                      "integer or null"),
     (lambda d: d["folds"][0]["metrics"]["agent"].update(alpha=1.0),
-     "folds[0].metrics.agent.alpha is not a key this version knows"),
+     "folds[0].metrics.agent.alpha is not a key this version reads"),
     (lambda d: d.pop("config"), "x.json: config is missing"),
     (lambda d: d.update(folds={}), "folds is {}, not a list"),
     (lambda d: d["folds"][0].update(test_sharpe=True), "folds[0].test_sharpe is True, not a "
@@ -97,3 +97,15 @@ def test_an_older_summary_is_upgraded_in_from_json():
     assert back.folds[0].acts_as == "agent" and back.folds[1].acts_as is ABSENT
     assert back.headline.spa is ABSENT and not back.headline.spa
     assert to_json(from_json(Performance, {"sharpe": 1}, "p")) == {"sharpe": 1}
+
+
+def test_keys_older_summaries_wrote_are_renamed_or_dropped():
+    """A fold's `best_seed` (before seed ensembles, 2026-11-30) is dropped; the SPA's
+    `p_no_baseline_beats_agent` (2026-12-03) reads as `p_some_baseline_beats_agent`."""
+    obj = summary().to_json()
+    obj["folds"][0]["best_seed"] = 3
+    obj["headline"]["spa"] = {"agent_beats": {"flat": 0.2}, "p_agent_beats_all": 0.2,
+                              "p_no_baseline_beats_agent": 0.7, "block_bars": 10, "reps": 99}
+    back = RunSummary.from_json(obj)
+    assert back.headline.spa.p_some_baseline_beats_agent == 0.7
+    assert "best_seed" not in to_json(back.folds[0]) and back.folds[0].best_epoch == 2

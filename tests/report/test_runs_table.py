@@ -47,7 +47,9 @@ def write(run: Path, name: str, content: dict | str, mtime: float) -> None:
 @pytest.fixture
 def runs(tmp_path) -> Path:
     t = 1.7e9
-    write(tmp_path / "b-done", "summary.json", summary(1.2, 0.97), t + 300)
+    older = config()  # saved before two options left, at the values every run had
+    older["net"]["td_to_encoder"], older["train"]["eval_params"] = False, "online"
+    write(tmp_path / "b-done", "summary.json", summary(1.2, 0.97, config=older), t + 300)
     default = dataclasses.replace(preset("default"), train=dataclasses.replace(
         preset("default").train, seeds=1))
     no_ridge = summary(-0.3, 0.1, config=config(default, epochs=5, folds=3), stitched={})
