@@ -35,6 +35,7 @@ from rl_trader.run.checkpoint import (
 )
 from rl_trader.run.inference import learner_template, load_policy, restore_acting
 from rl_trader.run.prepare import prepare
+from tests.evaluation.test_record import FOLD_KEYS
 from tests.helpers import tiny_config
 
 
@@ -199,6 +200,14 @@ def test_an_older_checkpoint_holding_the_whole_learner_state_still_reads(tmp_pat
     jax.tree.map(np.testing.assert_array_equal, got, acting)
 
 
+# The keys of a backtest's summary.json, in the order its bytes follow.
+BACKTEST_KEYS = ["backtest", "run_dir", "fold", "first_date", "last_date",
+                 "bars_seen_in_training", "fold_dates", "folds", "stitched_test_sharpe",
+                 "stitched_buy_and_hold_test_sharpe", "geo_mean_test_sharpe", "stitched",
+                 "headline", "config", "data_sha256", "data_source", "n_bars",
+                 "periods_per_year", "feature_names", "fingerprint"]
+
+
 def test_backtest_on_later_bars_writes_a_summary_and_leaves_the_run_alone(trained, tmp_path,
                                                                          capsys):
     prep, run_dir, _ = trained
@@ -211,6 +220,8 @@ def test_backtest_on_later_bars_writes_a_summary_and_leaves_the_run_alone(traine
     summary = json.loads((out / "summary.json").read_text())
     start = prep.features.first_valid + prep.cfg.features.lookback
     (entry,) = summary["folds"]
+    assert list(summary) == BACKTEST_KEYS  # the run record's order (evaluation.record)
+    assert list(entry) == [k for k in FOLD_KEYS if k in entry]
     assert (summary["fold"], entry["test_start"], entry["test_end"]) == (1, start, 600)
     assert set(summary["stitched"]) == {"agent", "buy_and_hold", "flat", "momentum_20",
                                         "random"}
