@@ -468,7 +468,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
                     jobs.append((market, k, cfg, run_dir, saved_summary(run_dir, cfg)))
                     continue
                 check_run_dir(run_dir, args.overwrite)
-                jobs.append((market, k, prepare(cfg), run_dir, None))
+                jobs.append((market, k, prepare(cfg, fit_trees=False), run_dir, None))
         first = GATE_SEED_BASE + args.first_run
         print(f"convergence gate: markets {', '.join(markets)}; {args.runs} run(s) each, data "
               f"seeds {first}…{first + args.runs - 1}; "

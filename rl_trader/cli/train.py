@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         from rl_trader.runtime.devices import describe_device
 
         jax.config.update("jax_debug_nans", bool(args.debug_nans))
-        prep = prepare(cfg)
+        prep = prepare(cfg, fit_trees=False)  # the run fits the trees (a timed stage)
         name = "config" if args.config else args.preset or "default"
         run_dir = Path(args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{name}")
         print(f"rl_trader: {len(prep.bars)} bars from {prep.bars.source}; "

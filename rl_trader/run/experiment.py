@@ -44,7 +44,7 @@ from rl_trader.evaluation.rollout import decision_targets
 from rl_trader.evaluation.selection import best_of
 from rl_trader.report.figures import start_workers
 from rl_trader.run.checkpoint import HOLDS_ACTING, FoldCheckpoints, ResumeState, fingerprint
-from rl_trader.run.prepare import Prepared, build_cohort
+from rl_trader.run.prepare import Prepared, build_cohort, with_trees
 from rl_trader.run.run_state import (
     Diagnostics,
     Progress,
@@ -163,6 +163,8 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
     """The stages, in order, inside the locked run directory."""
     log(format_folds(prep.folds, prep.bars.dates))
     t_start, clock = time.time(), Stopwatch()
+    with clock.stage("trees"):  # the tree forecast's fits, unless `prepare` made them
+        prep = with_trees(prep)
     with clock.stage("population"):
         cohort = build_cohort(prep, devices)
     for k, choice in sorted(prep.tree_forecast_choices.items()):

@@ -1,8 +1,11 @@
 """Stage 1 of a run: validate the config, load the bars, compute features, lay out the folds.
 
 `prepare(cfg)` → `Prepared`, everything known before training, the tree forecast's fits
-included (`FoldTrees`, made here once); `Prepared.fold_data(k)` moves fold k's arrays
-(features normalised with fold k's train statistics) to the device.
+included (`FoldTrees`, made once by `with_trees`). `prepare(cfg, fit_trees=False)` validates
+and reads everything in seconds, so that a command refuses bad input before any fit, and the
+run fits the trees inside its timed stages (`run.experiment`). `Prepared.fold_data(k)` moves fold
+k's arrays (features normalised with fold k's train statistics) to the device; it refuses to
+before the trees a `--tree-forecast validation` run needs are fit.
 
 `--data A,B,C` pools instruments: A is the target, the one traded, validated, tested and
 reported; B and C only add training episodes, from their bars inside each fold's train dates
@@ -55,7 +58,7 @@ class Prepared:
     # PoolSegment (its train-date bars)
     pool: tuple[tuple[Bars, MarketFeatures], ...] = ()
     pool_segments: tuple[tuple[PoolSegment, ...], ...] = ()
-    # with --tree-forecast validation, each fold's trees (`fold_trees`, made by `prepare`)
+    # with --tree-forecast validation, each fold's trees (`fold_trees`, made by `with_trees`)
     trees: tuple[FoldTrees, ...] = field(default=(), compare=False, repr=False)
 
     @property
@@ -124,12 +127,26 @@ class Prepared:
         of the DSR and PBO), by fold."""
         return {k: t.trials for k, t in enumerate(self.trees)}
 
+    @property
+    def needs_trees(self) -> bool:
+        """Whether the tree forecast's fits are still to be made (`with_trees`)."""
+        return self.cfg.features.tree_forecast != "off" and not self.trees
+
     def fold_data(self, k: int) -> FoldData:
         """Fold k's device arrays, normalised with statistics fit on its train segment; with
-        `--tree-forecast validation`, the trees' column beside them (`FoldTrees.column`)."""
-        data = make_fold_data(self.bars.open, self.bars.close, self.features, self.folds[k],
-                              self.cfg.features.clip, self.pool_segments[k] if self.pool else ())
+        `--tree-forecast validation`, the trees' column beside them (`FoldTrees.column`).
+        Refused (RuntimeError) while the trees are still to be fit: the column would be
+        missing."""
+        if self.needs_trees:
+            raise RuntimeError("Prepared.fold_data before the tree forecast's fits: call "
+                               "with_trees(prep) first")
+        data = self._arrays(k)
         return data.replace(tree_forecast=self.trees[k].column) if self.trees else data
+
+    def _arrays(self, k: int) -> FoldData:
+        """Fold k's device arrays without the tree forecast's column (zeros)."""
+        return make_fold_data(self.bars.open, self.bars.close, self.features, self.folds[k],
+                              self.cfg.features.clip, self.pool_segments[k] if self.pool else ())
 
 
 @dataclass(frozen=True)
@@ -148,7 +165,7 @@ def fold_trees(prep: Prepared, k: int) -> FoldTrees:
     """Fold k's trees on its own arrays: the gbm fit, ridge's (made for the choice alone, as
     the baselines' scoring makes it again), the choice and the cross-fitted column
     (`gbm.with_tree_forecast`)."""
-    cfg, data = prep.cfg, prep.fold_data(k)
+    cfg, data = prep.cfg, prep._arrays(k)
     fit = fit_gbm(data, prep.val_steps, cfg)
     ridge = fit_ridge(data, prep.val_steps, cfg)
     with_column, choice = with_tree_forecast(
@@ -208,8 +225,18 @@ def pool_segments(target: Bars, folds: list[Fold], source: str, bars: Bars,
     return out
 
 
-def prepare(cfg: RunConfig) -> Prepared:
-    """Validate the config, load and check the data, compute features, lay out the folds."""
+def with_trees(prep: Prepared) -> Prepared:
+    """`prep` with each fold's trees (`fold_trees`) where `--tree-forecast validation` wants
+    them and they are not yet fit; else `prep` itself."""
+    if not prep.needs_trees:
+        return prep
+    return dataclasses.replace(prep, trees=tuple(fold_trees(prep, k)
+                                                 for k in range(len(prep.folds))))
+
+
+def prepare(cfg: RunConfig, fit_trees: bool = True) -> Prepared:
+    """Validate the config, load and check the data, compute features, lay out the folds and,
+    with `fit_trees`, fit the tree forecast's trees (`with_trees`; the slow part)."""
     cfg.validate()
     specs = data_specs(cfg.data.path)
     if cfg.features.tree_forecast != "off" and len(specs) > 1:
@@ -231,9 +258,7 @@ def prepare(cfg: RunConfig) -> Prepared:
                          strict=True)) if pool else ()
     prep = Prepared(cfg=cfg, bars=bars, features=feats, folds=folds, periods_per_year=ppy,
                     oracle_position=oracle_position, pool=tuple(pool), pool_segments=segments)
-    if cfg.features.tree_forecast == "off":
-        return prep
-    return dataclasses.replace(prep, trees=tuple(fold_trees(prep, k) for k in range(len(folds))))
+    return with_trees(prep) if fit_trees else prep
 
 
 def build_cohort(prep: Prepared, devices: int | None = None) -> Cohort:

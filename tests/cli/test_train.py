@@ -71,13 +71,14 @@ def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run, capsys):
     assert lo <= hi and set(summary["stitched_random"]) == set(summary["stitched"]["random"])
     timings = json.loads((run_dir / "timings.json").read_text())
     stages = timings["stage_seconds"]  # where the time went, every stage of the run
-    assert set(stages) == {"population", "start", "train_program", "validation", "diagnostics",
-                           "checkpoints", "resume_state", "resume_wait", "score", "report"}
+    assert set(stages) == {"trees", "population", "start", "train_program", "validation",
+                           "diagnostics", "checkpoints", "resume_state", "resume_wait", "score",
+                           "report"}
     assert all(v >= 0 for v in stages.values())
     assert sum(stages.values()) <= timings["seconds_total"] + 1e-3
     [lap] = timings["epochs"]  # the one epoch, whole, and its stages
     assert lap["epoch"] == 0 and set(lap["stages"]) == stages.keys() - {
-        "population", "start", "score", "report"}
+        "trees", "population", "start", "score", "report"}
     assert sum(lap["stages"].values()) <= lap["seconds"] + 1e-3
     assert timings["seconds_per_epoch"][0] <= lap["seconds"]
 

@@ -139,3 +139,25 @@ def test_the_tree_forecast_is_refused_with_pooled_instruments():
     with pytest.raises(InputError, match="option --tree-forecast='validation' .*not with "
                                          "pooled instruments.*pass --tree-forecast off$"):
         prepare(cfg)
+
+
+def test_the_trees_are_fit_in_their_own_step_and_no_fold_data_goes_without_them():
+    """`prepare(cfg, fit_trees=False)` reads and checks everything but fits no tree (a command
+    refuses bad input before the slow part); its fold arrays are refused until `with_trees`,
+    which then gives what `prepare(cfg)` gives; with `--tree-forecast off` it is a no-op."""
+    from rl_trader.run.prepare import with_trees
+
+    cfg = tiny_config()
+    assert cfg.features.tree_forecast == "validation"
+    lazy = prepare(cfg, fit_trees=False)
+    assert lazy.needs_trees and lazy.trees == ()
+    with pytest.raises(RuntimeError, match="with_trees"):
+        lazy.fold_data(0)
+    fitted, whole = with_trees(lazy), prepare(cfg)
+    assert not fitted.needs_trees and with_trees(fitted) is fitted
+    assert [t.choice for t in fitted.trees] == [t.choice for t in whole.trees]
+    for k in range(len(whole.folds)):
+        np.testing.assert_array_equal(np.asarray(fitted.fold_data(k).tree_forecast),
+                                      np.asarray(whole.fold_data(k).tree_forecast))
+    off = _prep(TARGET)
+    assert with_trees(off) is off and not off.needs_trees
