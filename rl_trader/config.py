@@ -117,6 +117,7 @@ class FoldConfig:
 
 REWARDS = ("log", "mean_variance")  # the learning rewards of `env.reward`
 PRIORS = ("flat", "vol_target")  # the position the zero action holds (`env.target_fraction`)
+VIEWS = ("excess", "trusted")  # how the forecast tilts the prior (`env.residual_view`)
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,12 @@ class EnvConfig:
         1.0, "k of the prior min(1, k·σ*/σ̂) (--prior vol_target): σ* as a multiple of "
         "vol_target's; below 1 the prior holds less than vol_target (the same Sharpe while the "
         "cap at 1 is idle) and leaves the residual room on the long side")
+    view: str = option(
+        "excess", "how the model head's forecast tilts the prior (--prior vol_target): excess, "
+        "by its excess over its train level; trusted, as an absolute view weighed by the "
+        "trust w = max(0, 1 − 1/t²), t the t-statistic of the gbm forecast cross-fitted on the "
+        "fold's train segment (0 where it shows no predictable direction): the optimum is "
+        "then (1 − w)·prior + w·(the flat learner's mean-variance position)", choices=VIEWS)
     magnitudes: tuple[float, ...] = option(
         (0.25, 0.5, 0.75, 1.0), "position sizes as fractions of equity, comma-separated "
         "(--prior flat)")
@@ -148,6 +155,9 @@ class EnvConfig:
     def validate(self) -> None:
         _check(self.prior in PRIORS, "--prior", "one of " + ", ".join(PRIORS), self.prior)
         _check(0 < self.prior_scale <= 1, "--prior-scale", "in (0, 1]", self.prior_scale)
+        _check(self.view in VIEWS, "--view", "one of " + ", ".join(VIEWS), self.view)
+        _check(self.view == "excess" or self.prior != "flat", "--view",
+               "excess with --prior flat (a view tilts a prior)", self.view)
         _check(len(self.magnitudes) >= 1 and all(0 < m <= 1 for m in self.magnitudes),
                "--magnitudes", "values in (0, 1]", self.magnitudes)
         _check(len(self.residuals) >= 1 and all(0 < m <= 2 for m in self.residuals),

@@ -182,6 +182,27 @@ def expected_excess_reward(held: jax.Array, residual: jax.Array, view: jax.Array
             - trade_cost(residual - held, cfg))
 
 
+def residual_view(mean: jax.Array, drift: jax.Array, second_moment: jax.Array,
+                  prior: jax.Array, trust: jax.Array, cfg: EnvConfig) -> jax.Array:
+    """The view v of `expected_excess_reward` (return units, arrays broadcast): how far the
+    forecast μ = `mean` tilts the prior π = `prior`, with m₂ = `second_moment`.
+
+    `cfg.view` excess: v = μ − ȳ, the forecast's excess over its train level ȳ = `drift`.
+
+    `cfg.view` trusted: the forecast as Black–Litterman's absolute view, weighed by the trust
+    w = `trust` ∈ [0, 1] (`baselines.gbm.forecast_trust`): the return believed is
+    μ_w = (1 − w)·μ_eq + w·μ, μ_eq = κπm₂ − ½m₂ the prior's equilibrium return, so
+
+        v = μ_w − μ_eq = w·(μ + ½m₂ − κπm₂),
+
+    and the residual's optimum u* = v/(κm₂) = w·(a* − π), a* = (μ + ½m₂)/(κm₂) the flat
+    learner's mean-variance position (`expected_reward`): the position's optimum is
+    (1 − w)·π + w·a*, the prior where the forecast is not trusted (w = 0), a* where it is."""
+    if cfg.view == "excess":
+        return mean - drift
+    return trust * (mean + 0.5 * second_moment - risk_curvature(cfg) * prior * second_moment)
+
+
 def step(state: EnvState, target: jax.Array, prices: Prices,
          cfg: EnvConfig) -> tuple[EnvState, StepOut]:
     """Fill `target` (signed fraction of equity) at the next open and mark to the next close.

@@ -205,3 +205,17 @@ class StepVariantsTest(chex.TestCase):
             state = new
         np.testing.assert_allclose(float(state.equity), float(run([1.0, -0.5, 0.0])[0].equity),
                                    rtol=1e-6)
+
+
+def test_residual_view_is_the_excess_or_the_trusted_absolute_view():
+    """`env.residual_view`: excess, μ − ȳ; trusted, w·(μ − μ_eq) with the prior's equilibrium
+    μ_eq = κπm₂ − ½m₂ (0 at w = 0, whatever the forecast)."""
+    mu, ybar, m2, pi = np.array([0.002, -0.001]), 0.0005, np.array([1e-4, 4e-4]), 0.7
+    excess = EnvConfig(prior="vol_target")
+    np.testing.assert_allclose(env.residual_view(mu, ybar, m2, pi, 0.5, excess), mu - ybar)
+    trusted = EnvConfig(prior="vol_target", view="trusted")
+    kappa = env.risk_curvature(trusted)
+    for w in (0.0, 0.4, 1.0):
+        np.testing.assert_allclose(env.residual_view(mu, ybar, m2, pi, w, trusted),
+                                   w * (mu - (kappa * pi * m2 - 0.5 * m2)), rtol=1e-6,
+                                   atol=1e-12)

@@ -37,7 +37,10 @@ position a = clip(π_t + u, −1, 1), and the reward term is the residual's exce
 with ρ = `reward_scale` and ȳ the train mean of the forecast's target (`FoldData.drift`): the
 unconditional drift belongs to the prior, and the forecast moves the position only by its
 excess over that level. C learns the same residual objective by TD, so without a predictable
-direction every term favours u = 0 and the agent holds the prior.
+direction every term favours u = 0 and the agent holds the prior. With `EnvConfig.view`
+trusted the view is the forecast as an absolute view weighed by the fold's trust w
+(`env.residual_view`), v = w·(μ + ½m₂ − κπ_t·m₂): the residual's optimum is w·(a* − π_t), a*
+the flat learner's mean-variance position, so the prior holds wherever w = 0.
 """
 
 from __future__ import annotations
@@ -155,7 +158,9 @@ def assemble(out: ModelOut, position: jax.Array, ctx: BarContext, cfg: EnvConfig
     Under `cfg.prior` flat the reward term is `env.expected_reward` of moving p → a with
     μ = s·μ̂, m₂ = s²·m̂₂. Under vol_target it is the residual's excess over the prior,
     `env.expected_excess_reward` with u = a − π_t (a = clip(π_t + residual)), u₀ = p − π_{t−1}
-    and the view v = s·(μ̂ − ȳ): forecasts at their train level leave the prior optimal."""
+    and the view v of `env.residual_view` (`cfg.view` excess: v = s·(μ̂ − ȳ), forecasts at
+    their train level leave the prior optimal; trusted: the forecast weighed by the fold's
+    trust w, the prior optimal wherever w = 0)."""
     chex.assert_equal_shape([out.aux, position, ctx.scale])
     s = ctx.scale
     second = (s**2 * out.second_moment)[..., None]
@@ -165,7 +170,8 @@ def assemble(out: ModelOut, position: jax.Array, ctx: BarContext, cfg: EnvConfig
                                      cfg)
     else:
         residual = position_fractions(cfg, ctx.prior) - ctx.prior[..., None]
-        view = (s * (out.aux - ctx.drift))[..., None]
+        view = env.residual_view(s * out.aux, s * ctx.drift, s**2 * out.second_moment,
+                                 ctx.prior, ctx.trust, cfg)[..., None]
         reward = env.expected_excess_reward((position - ctx.prior_tm1)[..., None], residual,
                                             view, second, cfg)
     return reward_scale * reward + continuation(out)

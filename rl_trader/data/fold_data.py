@@ -62,6 +62,9 @@ class FoldData:
     # float32 [T_b]: σ*/σ̂_t (`data.prior.vol_ratio`), σ* fit on the train bars of each bar's
     # instrument: the `vol_target` baseline holds min(1, ·), the agent's prior min(1, k·)
     vol_ratio: jax.Array
+    # float32 [T_b]: w, the trust in the forecast as a view on the prior (`--view trusted`,
+    # `baselines.gbm.forecast_trust`, fit on the fold's train segment); 0 until it is set
+    trust: jax.Array
     train: jax.Array  # int32 [2]: half-open bar range
     val: jax.Array  # int32 [2]
     test: jax.Array  # int32 [2]
@@ -90,6 +93,7 @@ class BarContext:
 
     scale: jax.Array  # s, `FoldData.return_scale`
     drift: jax.Array  # ȳ, `FoldData.drift` (normalised units, as the forecast μ̂)
+    trust: jax.Array  # w, `FoldData.trust`
     prior: jax.Array  # π_t: the position the zero action holds (0 under --prior flat)
     prior_tm1: jax.Array  # π_{t−1}: the prior the held position was set against
 
@@ -105,7 +109,7 @@ def prior_position(data: FoldData, bar: jax.Array, cfg: EnvConfig) -> jax.Array:
 def bar_context(data: FoldData, bar: jax.Array, cfg: EnvConfig) -> BarContext:
     """The `BarContext` of decisions at `bar` (any shape); π_{t−1} at bar 0 is π_0."""
     return BarContext(scale=data.return_scale[bar], drift=data.drift[bar],
-                      prior=prior_position(data, bar, cfg),
+                      trust=data.trust[bar], prior=prior_position(data, bar, cfg),
                       prior_tm1=prior_position(data, jnp.maximum(bar - 1, 0), cfg))
 
 
@@ -195,7 +199,7 @@ def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
                     aux_target=pad_bars(aux_target),
                     return_scale=pad_bars(np.broadcast_to(return_scale, every)),
                     drift=pad_bars(np.broadcast_to(drift, every)),
-                    vol_ratio=pad_bars(vol_ratio),
+                    vol_ratio=pad_bars(vol_ratio), trust=pad_bars(np.zeros(every)),
                     train=jnp.asarray(train, jnp.int32), val=jnp.asarray(val, jnp.int32),
                     test=jnp.asarray(test, jnp.int32),
                     episodes=jnp.asarray(np.asarray(episodes, np.int32).reshape(-1, 2)),

@@ -138,6 +138,7 @@ class FoldEntry:
     val_returns_file: str | Absent = ABSENT
     oracle_test_sharpe: float | Absent = ABSENT  # synthetic markets
     tree_forecast: dict[str, Any] | Absent = ABSENT  # `gbm.TreeForecastChoice.to_dict`
+    trust: dict[str, float] | Absent = ABSENT  # `gbm.Trust.to_dict` (--view trusted)
     status: str | Absent = ABSENT
     best_val_sharpe_by_setting: list[float | None] | Absent = ABSENT
 

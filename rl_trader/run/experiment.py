@@ -115,6 +115,8 @@ class Run:
                                             prep.cfg, prep.periods_per_year)
         if k in prep.tree_forecast_choices:  # the column's choice and normaliser
             inference["tree_forecast"] = prep.tree_forecast_choices[k].to_dict()
+        if k in prep.trusts:  # the forecast's trust (--view trusted), fit on train
+            inference["trust"] = prep.trusts[k].to_dict()
         return FoldCheckpoints(self.run_dir / f"fold_{f.index}" / "checkpoints",
                                self.fingerprint,
                                {"config": prep.cfg.to_dict(), "fold": f.to_dict(),
@@ -169,6 +171,9 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         cohort = build_cohort(prep, devices)
     for k, choice in sorted(prep.tree_forecast_choices.items()):
         log(f"fold {prep.folds[k].index}: the tree forecast column: {choice.describe()}")
+    for k, trust in sorted(prep.trusts.items()):
+        log(f"fold {prep.folds[k].index}: trust in the forecast w = {trust.w:.3f} (the "
+            f"cross-fitted trees' t = {trust.t:+.2f} over {trust.bars} train bars)")
     with clock.stage("start"):
         run, state = start(prep, run_dir, cohort, log, resume, t_start, clock)
     scored = jax.process_index() == 0 and not validation_only  # process 0 alone scores

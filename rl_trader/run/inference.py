@@ -222,6 +222,11 @@ def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
                             bars.close, aux, float(info["aux_scale"]), segment, segment, segment,
                             drift=float(info.get("drift", 0.0)),
                             vol_ratio=vol_ratio(trailing_vol(bars.close), policy.sigma_star))
+    if policy.cfg.env.view == "trusted":  # the trust fit on the fold's train segment
+        if not isinstance(info.get("trust"), dict) or "w" not in info["trust"]:
+            raise InputError(f"run {policy.run_dir}: fold {policy.fold}'s checkpoint has no "
+                             "trust in its inference metadata (--view trusted needs it)")
+        data = data.replace(trust=jnp.full_like(data.trust, float(info["trust"]["w"])))
     if "tree_forecast" not in info:
         return data
     column = tree_column(info["tree_forecast"], policy.trees, np.asarray(data.features), clip)

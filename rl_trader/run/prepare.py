@@ -20,14 +20,17 @@ import hashlib
 from dataclasses import dataclass, field
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rl_trader.baselines.gbm import (
     GbmFit,
     TreeForecastChoice,
+    Trust,
     candidate_iterations,
     choose_tree_forecast,
     fit_gbm,
+    forecast_trust,
     tree_forecast_trials,
     with_tree_forecast,
 )
@@ -119,18 +122,29 @@ class Prepared:
     @property
     def tree_forecast_choices(self) -> dict[int, TreeForecastChoice]:
         """Each fold's tree-forecast choice (with `--tree-forecast validation`), by fold."""
-        return {k: t.choice for k, t in enumerate(self.trees)}
+        return {k: t.choice for k, t in enumerate(self.trees) if t.choice is not None}
 
     @property
     def tree_forecast_trials(self) -> dict[int, dict[str, np.ndarray]]:
         """The candidates each fold's choice was made on (`gbm.tree_forecast_trials`: trials
         of the DSR and PBO), by fold."""
-        return {k: t.trials for k, t in enumerate(self.trees)}
+        return {k: t.trials for k, t in enumerate(self.trees) if t.choice is not None}
+
+    @property
+    def trusts(self) -> dict[int, Trust]:
+        """Each fold's trust in its forecast (with `--view trusted`), by fold."""
+        return {k: t.trust for k, t in enumerate(self.trees) if t.trust is not None}
+
+    @property
+    def wants_trees(self) -> bool:
+        """Whether the run needs each fold's trees: for the tree forecast's column
+        (`--tree-forecast validation`) or for the trust in the forecast (`--view trusted`)."""
+        return self.cfg.features.tree_forecast != "off" or self.cfg.env.view == "trusted"
 
     @property
     def needs_trees(self) -> bool:
-        """Whether the tree forecast's fits are still to be made (`with_trees`)."""
-        return self.cfg.features.tree_forecast != "off" and not self.trees
+        """Whether the trees it wants are still to be fit (`with_trees`)."""
+        return self.wants_trees and not self.trees
 
     def fold_data(self, k: int) -> FoldData:
         """Fold k's device arrays, normalised with statistics fit on its train segment; with
@@ -141,7 +155,14 @@ class Prepared:
             raise RuntimeError("Prepared.fold_data before the tree forecast's fits: call "
                                "with_trees(prep) first")
         data = self._arrays(k)
-        return data.replace(tree_forecast=self.trees[k].column) if self.trees else data
+        if not self.trees:
+            return data
+        trees = self.trees[k]
+        if trees.column is not None:
+            data = data.replace(tree_forecast=trees.column)
+        if trees.trust is not None:
+            data = data.replace(trust=jnp.full_like(data.trust, trees.trust.w))
+        return data
 
     def _arrays(self, k: int) -> FoldData:
         """Fold k's device arrays without the tree forecast's column (zeros)."""
@@ -151,29 +172,35 @@ class Prepared:
 
 @dataclass(frozen=True)
 class FoldTrees:
-    """A fold's tree forecast: the gbm baseline's fit, whether validation wants its column
-    (`gbm.choose_tree_forecast`), the candidates that choice was made on (trials of the DSR
-    and PBO) and the column the network sees [T_b, 1] (zeros where not used)."""
+    """A fold's trees: the gbm baseline's fit; with `--tree-forecast validation`, whether
+    validation wants its column (`gbm.choose_tree_forecast`), the candidates that choice was
+    made on (trials of the DSR and PBO) and the column the network sees [T_b, 1] (zeros where
+    not used); with `--view trusted`, the trust in the forecast (`gbm.forecast_trust`).
+    What a mode does not make is None (trials: empty)."""
 
     fit: GbmFit
-    choice: TreeForecastChoice
+    choice: TreeForecastChoice | None
     trials: dict[str, np.ndarray]
-    column: jax.Array
+    column: jax.Array | None
+    trust: Trust | None
 
 
 def fold_trees(prep: Prepared, k: int) -> FoldTrees:
     """Fold k's trees on its own arrays: the gbm fit, ridge's (made for the choice alone, as
     the baselines' scoring makes it again), the choice and the cross-fitted column
     (`gbm.with_tree_forecast`)."""
-    cfg, data = prep.cfg, prep._arrays(k)
+    cfg, data, gap = prep.cfg, prep._arrays(k), prep.folds[k].gap
     fit = fit_gbm(data, prep.val_steps, cfg)
+    trust = forecast_trust(data, fit, gap) if cfg.env.view == "trusted" else None
+    if cfg.features.tree_forecast == "off":
+        return FoldTrees(fit=fit, choice=None, trials={}, column=None, trust=trust)
     ridge = fit_ridge(data, prep.val_steps, cfg)
     with_column, choice = with_tree_forecast(
-        data, fit, prep.folds[k].gap, cfg.features.clip,
-        choose_tree_forecast(fit, np.asarray(ridge.val_sharpe)))
+        data, fit, gap, cfg.features.clip, choose_tree_forecast(fit, np.asarray(ridge.val_sharpe)))
     trials = tree_forecast_trials(fit, np.asarray(ridge.val_returns), candidate_iterations(cfg),
                                   prep.val_len)
-    return FoldTrees(fit=fit, choice=choice, trials=trials, column=with_column.tree_forecast)
+    return FoldTrees(fit=fit, choice=choice, trials=trials, column=with_column.tree_forecast,
+                     trust=trust)
 
 
 def gbm_fit(prep: Prepared, k: int) -> GbmFit:
@@ -244,6 +271,9 @@ def prepare(cfg: RunConfig, fit_trees: bool = True) -> Prepared:
                          "is validation): not with pooled instruments (--data "
                          f"{cfg.data.path!r}): the trees are fit on the target's bars alone; "
                          "pass --tree-forecast off")
+    if cfg.env.view == "trusted" and len(specs) > 1:
+        raise InputError(f"option --view trusted: not with pooled instruments (--data "
+                         f"{cfg.data.path!r}): its trust is measured on the target's bars alone")
     bars, oracle_position = load_market(specs[0])
     feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
     folds = _layout(len(bars), feats, cfg)

@@ -235,7 +235,9 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
         **test_figures(agent, policies, metrics, rand, priors, prep.market_names, cfg, ppy),
         **({"oracle_test_sharpe": sharpe_of(policies["oracle"].returns, ppy)}
            if "oracle" in policies else {}),
-        **({"tree_forecast": prep.trees[k].choice.to_dict()} if prep.trees else {}))
+        **({"tree_forecast": prep.tree_forecast_choices[k].to_dict()}
+           if k in prep.tree_forecast_choices else {}),
+        **({"trust": prep.trusts[k].to_dict()} if k in prep.trusts else {}))
 
 
 def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,

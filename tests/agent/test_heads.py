@@ -23,7 +23,8 @@ def ctx_of(cfg: RunConfig, shape: tuple[int, ...] = ()) -> BarContext:
     """A bar's context of `shape`: the prior PRIOR under --prior vol_target, else 0."""
     prior = PRIOR if cfg.env.prior == "vol_target" else 0.0
     return BarContext(scale=jnp.full(shape, SCALE), drift=jnp.full(shape, 0.01),
-                      prior=jnp.full(shape, prior), prior_tm1=jnp.full(shape, prior))
+                      trust=jnp.zeros(shape), prior=jnp.full(shape, prior),
+                      prior_tm1=jnp.full(shape, prior))
 
 
 def test_every_configured_head_has_a_builder():

@@ -3,6 +3,8 @@ it assumes against the env's own step on a three-bar market, and the targets of 
 
 from __future__ import annotations
 
+import dataclasses
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -27,6 +29,7 @@ from rl_trader.agent.model_head import (
 )
 from rl_trader.config import AgentConfig, EnvConfig, NetConfig, RunConfig
 from rl_trader.data.fold_data import BarContext
+from rl_trader.errors import InputError
 from tests.helpers import P, init_params, make_obs
 
 ENV = EnvConfig(magnitudes=(0.5, 1.0), reward="log")  # K = 5: 0, −0.5, −1, +0.5, +1
@@ -36,7 +39,8 @@ POSITIONS = (0.0, -0.5, -1.0, 0.5, 1.0)
 def flat_ctx(n: int, scale: float = 0.01) -> BarContext:
     """The `BarContext` of `n` bars at return scale `scale` with no prior (--prior flat)."""
     zero = jnp.zeros(n)
-    return BarContext(scale=jnp.full(n, scale), drift=zero, prior=zero, prior_tm1=zero)
+    return BarContext(scale=jnp.full(n, scale), drift=zero, trust=zero, prior=zero,
+                      prior_tm1=zero)
 
 
 def out_of(aux, second, w_dir, w_mag) -> ModelOut:
@@ -244,7 +248,7 @@ def test_excess_assembly_is_the_full_reward_less_the_priors_by_hand():
     pi, pi_tm1, p, s, ybar, mu_hat, m2_hat = 0.6, 0.55, 0.4, 0.012, 0.05, 0.3, 1.4
     kappa, c = 10.0, 2e-4
     out = out_of([mu_hat], [m2_hat], [[0.0, 0.0, 0.0]], [[0.0] * 4])
-    ctx = BarContext(scale=jnp.asarray([s]), drift=jnp.asarray([ybar]),
+    ctx = BarContext(scale=jnp.asarray([s]), drift=jnp.asarray([ybar]), trust=jnp.zeros(1),
                      prior=jnp.asarray([pi]), prior_tm1=jnp.asarray([pi_tm1]))
     q = np.asarray(assemble(out, jnp.asarray([p]), ctx, PRIOR_ENV, 100.0))[0]
     m2, v = s**2 * m2_hat, s * (mu_hat - ybar)
@@ -278,7 +282,8 @@ def test_forecasts_at_their_train_level_make_the_zero_residual_optimal_at_every_
                    w_direction=jnp.zeros((n, 3)), w_magnitude=jnp.zeros((n, 4)),
                    market_weights=jnp.zeros((n, 2)), portfolio_weights=jnp.zeros((n, 5)))
     ctx = BarContext(scale=jnp.asarray(rng.uniform(0.005, 0.03, n), jnp.float32),
-                     drift=jnp.asarray(ybar, jnp.float32), prior=jnp.asarray(prior, jnp.float32),
+                     drift=jnp.asarray(ybar, jnp.float32), trust=jnp.zeros(n),
+                     prior=jnp.asarray(prior, jnp.float32),
                      prior_tm1=jnp.asarray(prior_tm1, jnp.float32))
     q = np.asarray(assemble(out, ctx.prior_tm1, ctx, cfg, 100.0))  # held: the prior's path
     assert np.all(np.argmax(q, -1) == 0)
@@ -298,10 +303,77 @@ def test_a_view_above_the_train_level_tilts_long_and_below_it_short():
     out = ModelOut(aux=jnp.asarray([0.5, -0.5]), second_moment=jnp.ones(n),
                    w_direction=jnp.zeros((n, 3)), w_magnitude=jnp.zeros((n, 4)),
                    market_weights=jnp.zeros((n, 2)), portfolio_weights=jnp.zeros((n, 5)))
-    ctx = BarContext(scale=jnp.full(n, 0.01), drift=jnp.zeros(n), prior=jnp.full(n, 0.5),
-                     prior_tm1=jnp.full(n, 0.5))
+    ctx = BarContext(scale=jnp.full(n, 0.01), drift=jnp.zeros(n), trust=jnp.zeros(n),
+                     prior=jnp.full(n, 0.5), prior_tm1=jnp.full(n, 0.5))
     q = assemble(out, jnp.full(n, 0.5), ctx, PRIOR_ENV, 100.0)
     best = np.asarray(position_fractions(PRIOR_ENV, ctx.prior))[np.arange(n),
                                                                  np.argmax(q, -1)]
     # u* = v/(κm₂) = 0.005/(10·1e-4) = 5: the grid's largest step, clipped at ±1
     np.testing.assert_allclose(best, [1.0, -1.0])
+
+
+TRUSTED_ENV = EnvConfig(prior="vol_target", view="trusted")
+
+
+def _random_bars(n: int, seed: int) -> tuple[ModelOut, BarContext]:
+    """`n` bars of random forecasts, priors, scales and drift levels, no continuation."""
+    rng = np.random.default_rng(seed)
+    prior = rng.uniform(0.0, 1.0, n)
+    out = ModelOut(aux=jnp.asarray(rng.normal(0, 0.5, n), jnp.float32),
+                   second_moment=jnp.asarray(np.exp(rng.normal(0, 0.5, n)), jnp.float32),
+                   w_direction=jnp.zeros((n, 3)), w_magnitude=jnp.zeros((n, 4)),
+                   market_weights=jnp.zeros((n, 2)), portfolio_weights=jnp.zeros((n, 5)))
+    ctx = BarContext(scale=jnp.asarray(rng.uniform(0.005, 0.03, n), jnp.float32),
+                     drift=jnp.asarray(rng.normal(0.05, 0.02, n), jnp.float32),
+                     trust=jnp.zeros(n), prior=jnp.asarray(prior, jnp.float32),
+                     prior_tm1=jnp.asarray(prior, jnp.float32))
+    return out, ctx
+
+
+def test_an_untrusted_forecast_leaves_the_prior_optimal_whatever_it_says():
+    """`--view trusted` at w = 0 (a fold whose cross-fitted trees show no predictable
+    direction): the zero residual is the strict argmax at every bar, for any forecast, not
+    only one at its train level."""
+    n = 400
+    out, ctx = _random_bars(n, 1)
+    q = np.asarray(assemble(out, ctx.prior_tm1, ctx, TRUSTED_ENV, 100.0))
+    assert np.all(np.argmax(q, -1) == 0)
+    a = np.asarray(position_fractions(TRUSTED_ENV, ctx.prior))
+    distinct = np.abs(a - np.asarray(ctx.prior)[:, None]) > 1e-6
+    assert np.all(q[:, :1] > np.where(distinct, q, -np.inf))
+
+
+@pytest.mark.parametrize("w", [0.3, 1.0])
+def test_a_trusted_forecast_moves_the_optimum_to_the_blend_of_prior_and_sizing(w):
+    """At trust w the residual's reward is maximal at u* = w·(a* − π) (`env.residual_view`),
+    a* = (μ + ½m₂)/(κm₂) the flat learner's mean-variance position; without costs the
+    assembled Q's best residual on the grid is the grid point nearest u* among the reachable
+    ones, and its reward equals the full mean-variance reward's at μ_w less the prior's."""
+    n = 300
+    cfg = dataclasses.replace(TRUSTED_ENV, commission_bps=0.0, slippage_bps=0.0)
+    out, ctx = _random_bars(n, 2)
+    ctx = ctx.replace(trust=jnp.full(n, w))
+    q = np.asarray(assemble(out, ctx.prior_tm1, ctx, cfg, 100.0))
+    s, pi = np.asarray(ctx.scale, np.float64), np.asarray(ctx.prior, np.float64)
+    mu, m2 = s * np.asarray(out.aux, np.float64), s**2 * np.asarray(out.second_moment, np.float64)
+    kappa = env.risk_curvature(cfg)
+    a_star = (mu + 0.5 * m2) / (kappa * m2)
+    u_star = w * (a_star - pi)
+    u = np.asarray(position_fractions(cfg, ctx.prior), np.float64) - pi[:, None]
+    # the reward is concave in u with its peak at u*: the best reachable grid point is the one
+    # nearest u* (by |u − u*|, the quadratic's symmetry)
+    want = np.argmin(np.abs(u - u_star[:, None]), -1)
+    got = np.argmax(q, -1)
+    np.testing.assert_allclose(u[np.arange(n), got], u[np.arange(n), want], atol=1e-6)
+    mu_w = (1 - w) * (kappa * pi * m2 - 0.5 * m2) + w * mu
+
+    def mv(a):
+        return a * (mu_w[:, None] + 0.5 * m2[:, None]) - 0.5 * kappa * a**2 * m2[:, None]
+
+    a = pi[:, None] + u
+    np.testing.assert_allclose(q, 100 * (mv(a) - mv(pi[:, None])), rtol=2e-4, atol=1e-6)
+
+
+def test_the_trusted_view_needs_a_prior():
+    with pytest.raises(InputError, match="--view.*excess with --prior flat"):
+        EnvConfig(view="trusted").validate()

@@ -20,6 +20,7 @@ from rl_trader.baselines.gbm import (
     cross_fit_blocks,
     cross_fitted_forecast,
     fit_gbm,
+    forecast_trust,
     with_tree_forecast,
 )
 from rl_trader.baselines.ridge import fit_ridge
@@ -242,3 +243,25 @@ def test_a_run_with_the_tree_forecast_weighs_it_and_acts_on_new_bars(tmp_path, c
     path.unlink()
     with pytest.raises(InputError, match=f"{TREES_FILE}: not found"):
         load_policy(run, fold=used)
+
+
+def test_the_forecasts_trust_is_its_cross_fitted_t_shrunk_by_james_stein():
+    """`forecast_trust`: on the planted V the cross-fitted trees' t is large and w near 1; on
+    a target of pure noise (the same features) the in-sample forecast still correlates with
+    it (trees fit noise), but the cross-fitted one does not: t stays small and the trust is
+    w = max(0, 1 − 1/t²), 0 for t ≤ 1."""
+    cfg, f, data = _planted()
+    val_len = int(f.val[1] - f.val[0])
+    signal = forecast_trust(data, fit_gbm(data, val_len, cfg), f.gap)
+    assert signal.t > 5 and signal.w == pytest.approx(1 - 1 / signal.t**2) and signal.w > 0.95
+    a, b = (int(v) for v in np.asarray(data.train))
+    # a stream the market's own draws (seed 1) do not share: those would be its returns
+    noise = np.random.default_rng(2**31 - 1).normal(size=data.aux_target.shape).astype(np.float32)
+    data = data.replace(aux_target=jax.numpy.asarray(noise))
+    fit = fit_gbm(data, val_len, cfg)
+    trust = forecast_trust(data, fit, f.gap)
+    rows = np.asarray(data.episodes)[0]
+    in_sample = np.corrcoef(np.asarray(fit.forecast.y_hat)[rows[0]:rows[1] - 1],
+                            noise[rows[0]:rows[1] - 1])[0, 1] * np.sqrt(trust.bars)
+    assert in_sample > 3 and abs(trust.t) < 2 and trust.bars == b - a - 1
+    assert trust.w == (max(0.0, 1 - 1 / trust.t**2) if trust.t > 1 else 0.0)

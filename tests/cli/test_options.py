@@ -60,9 +60,13 @@ def test_every_config_field_is_settable_from_the_command_line(section, name):
         value = "synthetic:ar1:1200:1"
     elif name == "backup":
         value = "all"  # "taken" is the generic head's: the model head (default) refuses it
-    cfg = parse("--preset", "smoke", *as_argv(flag_of(field), value))
+    needs = {"view": {"prior": "vol_target"}}.get(name, {})  # a view tilts a prior
+    cfg = parse("--preset", "smoke", *(a for k, v in needs.items() for a in as_argv(
+        flag_of(next(f for f in dataclasses.fields(cls) if f.name == k)), v)),
+                *as_argv(flag_of(field), value))
     assert getattr(getattr(cfg, section), name) == value
-    untouched = dataclasses.replace(getattr(cfg, section), **{name: getattr(base, name)})
+    untouched = dataclasses.replace(getattr(cfg, section), **{name: getattr(base, name)},
+                                    **{k: getattr(base, k) for k in needs})
     assert untouched == base  # nothing else changed
 
 

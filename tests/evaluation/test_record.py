@@ -29,6 +29,7 @@ FOLD_KEYS = ["fold", "best_epoch", "ensemble_seeds", "best_setting", "val_sharpe
              "market_vsn_weights", "portfolio_vsn_weights", "baseline_test_sharpes",
              "gbm_choice", "random_test_sharpe_mean", "random_test_sharpe_std", "metrics",
              "prior", "epochs", "returns_file", "val_returns_file", "tree_forecast"]
+# (with --view trusted, `trust` follows `tree_forecast`)
 
 
 def perf(sharpe: float) -> Performance:

@@ -33,7 +33,7 @@ from rl_trader.run.checkpoint import (
     flat_params,
     safetensors_metadata,
 )
-from rl_trader.run.inference import learner_template, load_policy, restore_acting
+from rl_trader.run.inference import learner_template, load_policy, market_data, restore_acting
 from rl_trader.run.prepare import prepare
 from tests.evaluation.test_record import FOLD_KEYS
 from tests.helpers import tiny_config
@@ -279,15 +279,25 @@ def test_a_run_saved_with_a_removed_option_is_refused_in_one_line(tmp_path):
 
 
 def test_a_run_with_the_prior_acts_and_reports_prior_plus_residual(tmp_path, capsys):
-    """`--prior vol_target`: scoring, `predict` and `backtest` all act around the prior
-    min(1, σ*/σ̂) of the fold's own σ* (saved with the checkpoint), record it per decision
-    (`prior_position`) and split the target into prior + residual."""
+    """`--prior vol_target --view trusted`: scoring, `predict` and `backtest` all act around
+    the prior min(1, σ*/σ̂) of the fold's own σ* and with the fold's trust in its forecast
+    (both saved with the checkpoint), record the prior per decision (`prior_position`) and
+    split the target into prior + residual."""
     cfg = tiny_config()
     prep = prepare(dataclasses.replace(
-        cfg, env=dataclasses.replace(cfg.env, prior="vol_target"),
+        cfg, env=dataclasses.replace(cfg.env, prior="vol_target", view="trusted"),
         train=dataclasses.replace(cfg.train, rival="off")))
     run_dir = tmp_path / "run"
     summary = experiment.run_experiment(prep, run_dir, log=lambda _: None).to_json()
+    for k, entry in enumerate(summary["folds"]):  # the trust the fold acted with, fit on train
+        assert entry["trust"] == prep.trusts[k].to_dict()
+        t, w = entry["trust"]["t"], entry["trust"]["w"]
+        assert w == pytest.approx(max(0.0, 1 - 1 / t**2) if t > 1 else 0.0)
+        np.testing.assert_array_equal(np.asarray(prep.fold_data(k).trust), np.float32(w))
+    policy = load_policy(run_dir)
+    assert policy.info["trust"] == summary["folds"][-1]["trust"]
+    later = market_data(policy, prep.bars)
+    np.testing.assert_array_equal(np.asarray(later.trust), np.float32(policy.info["trust"]["w"]))
     fold = prep.folds[-1]
     vt, star = vol_target_positions(prep.bars.close, *fold.train)
     with np.load(run_dir / summary["folds"][-1]["returns_file"]) as z:
