@@ -100,7 +100,7 @@ def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
     `val_steps` as for `baselines.ridge.fit_ridge`."""
     x = np.asarray(data.features, np.float64)
     y = np.asarray(data.aux_target, np.float64)
-    rows = np.asarray(training_bars(data))
+    rows = training_bars(data, np)
     counts = candidate_iterations(cfg)
     y_hat, models = cached(fit_key("gbm pickled", (x, y, rows), _settings(iterations=counts)),
                            lambda: _staged_fits(x, y, rows, counts))
@@ -231,7 +231,7 @@ def cross_fitted_forecast(data: FoldData, fit: GbmFit, gap: int) -> np.ndarray:
     other bar's ŷ is `fit`'s own, from all training rows. Only train rows are fit on."""
     x = np.asarray(data.features, np.float64)
     y = np.asarray(data.aux_target, np.float64)
-    rows = np.asarray(training_bars(data))
+    rows = training_bars(data, np)
     y_hat = np.asarray(fit.forecast.y_hat, np.float64).copy()
     t = np.arange(len(y))
     for lo, hi in cross_fit_blocks(data):
@@ -268,7 +268,7 @@ def forecast_trust(data: FoldData, fit: GbmFit, gap: int) -> Trust:
     t = 4: 0.94). A forecast that anti-correlates (t < 0) is not trusted."""
     a, b = (int(v) for v in np.asarray(data.train))
     t_all = np.arange(data.features.shape[0])
-    rows = np.asarray(training_bars(data)) & (t_all >= a) & (t_all < b)
+    rows = training_bars(data, np) & (t_all >= a) & (t_all < b)
     y_hat = cross_fitted_forecast(data, fit, gap)[rows]
     y = np.asarray(data.aux_target, np.float64)[rows]
     n = int(rows.sum())

@@ -118,11 +118,13 @@ def market_width(data: FoldData) -> int:
     return data.features.shape[1] + data.tree_forecast.shape[1]
 
 
-def training_bars(data: FoldData) -> jax.Array:
+def training_bars(data: FoldData, xp=jnp) -> jax.Array:
     """bool [T_b]: bars t with t and t + 1 inside one training range (the rows a fit on
-    training data may use: the next bar is in the same instrument's train dates)."""
-    t = jnp.arange(data.features.shape[0])[:, None]
-    return jnp.any((t >= data.episodes[:, 0]) & (t < data.episodes[:, 1] - 1), axis=1)
+    training data may use: the next bar is in the same instrument's train dates). `xp`: jnp
+    (traced, in a program) or np (on the host: no device program)."""
+    t = xp.arange(data.features.shape[0])[:, None]
+    episodes = xp.asarray(data.episodes)
+    return xp.any((t >= episodes[:, 0]) & (t < episodes[:, 1] - 1), axis=1)
 
 
 def segment_normaliser(values: np.ndarray, close: np.ndarray, start: int,
@@ -200,10 +202,14 @@ def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
                     return_scale=pad_bars(np.broadcast_to(return_scale, every)),
                     drift=pad_bars(np.broadcast_to(drift, every)),
                     vol_ratio=pad_bars(vol_ratio), trust=pad_bars(np.zeros(every)),
-                    train=jnp.asarray(train, jnp.int32), val=jnp.asarray(val, jnp.int32),
-                    test=jnp.asarray(test, jnp.int32),
-                    episodes=jnp.asarray(np.asarray(episodes, np.int32).reshape(-1, 2)),
-                    tree_forecast=jnp.zeros((bucket(len(close)), 0), jnp.float32))
+                    train=_host_int32(train), val=_host_int32(val), test=_host_int32(test),
+                    episodes=_host_int32(np.asarray(episodes).reshape(-1, 2)),
+                    tree_forecast=jnp.asarray(np.zeros((bucket(len(close)), 0), np.float32)))
+
+
+def _host_int32(x) -> jax.Array:
+    """`x` as an int32 device array, converted on the host (no device program)."""
+    return jnp.asarray(np.asarray(x, np.int32))
 
 
 def pad_bars(x: np.ndarray) -> jax.Array:
