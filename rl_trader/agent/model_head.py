@@ -40,7 +40,9 @@ excess over that level. C learns the same residual objective by TD, so without a
 direction every term favours u = 0 and the agent holds the prior. With `EnvConfig.view`
 trusted the view is the forecast as an absolute view weighed by the fold's trust w
 (`env.residual_view`), v = w·(μ + ½m₂ − κπ_t·m₂): the residual's optimum is w·(a* − π_t), a*
-the flat learner's mean-variance position, so the prior holds wherever w = 0.
+the flat learner's mean-variance position; and Q adds w·C, the continuation weighed alike
+(C still learns, by TD, the value of the next state's Q, which holds w·C' in turn). So the
+prior is the optimum wherever w = 0, whatever the forecasts and C say.
 """
 
 from __future__ import annotations
@@ -159,8 +161,8 @@ def assemble(out: ModelOut, position: jax.Array, ctx: BarContext, cfg: EnvConfig
     μ = s·μ̂, m₂ = s²·m̂₂. Under vol_target it is the residual's excess over the prior,
     `env.expected_excess_reward` with u = a − π_t (a = clip(π_t + residual)), u₀ = p − π_{t−1}
     and the view v of `env.residual_view` (`cfg.view` excess: v = s·(μ̂ − ȳ), forecasts at
-    their train level leave the prior optimal; trusted: the forecast weighed by the fold's
-    trust w, the prior optimal wherever w = 0)."""
+    their train level leave the prior optimal; trusted: the forecast and C both weighed by the
+    fold's trust w, so the prior is the optimum wherever w = 0, whatever the network says)."""
     chex.assert_equal_shape([out.aux, position, ctx.scale])
     s = ctx.scale
     second = (s**2 * out.second_moment)[..., None]
@@ -174,7 +176,10 @@ def assemble(out: ModelOut, position: jax.Array, ctx: BarContext, cfg: EnvConfig
                                  ctx.prior, ctx.trust, cfg)[..., None]
         reward = env.expected_excess_reward((position - ctx.prior_tm1)[..., None], residual,
                                             view, second, cfg)
-    return reward_scale * reward + continuation(out)
+    # --view trusted: the continuation weighed by the trust as the view is (w·C): where the
+    # forecast is not trusted, neither is what C learnt from it, and the prior holds
+    c = continuation(out) * (ctx.trust[..., None] if cfg.view == "trusted" else 1.0)
+    return reward_scale * reward + c
 
 
 def model_td(c_tm1: jax.Array, q_t_value: jax.Array, q_t_selector: jax.Array,

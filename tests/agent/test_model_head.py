@@ -333,9 +333,12 @@ def _random_bars(n: int, seed: int) -> tuple[ModelOut, BarContext]:
 def test_an_untrusted_forecast_leaves_the_prior_optimal_whatever_it_says():
     """`--view trusted` at w = 0 (a fold whose cross-fitted trees show no predictable
     direction): the zero residual is the strict argmax at every bar, for any forecast, not
-    only one at its train level."""
+    only one at its train level, and whatever the learnt continuation C says (w·C = 0)."""
     n = 400
     out, ctx = _random_bars(n, 1)
+    rng = np.random.default_rng(3)
+    out = out.replace(w_direction=jnp.asarray(rng.normal(0, 5, (n, 3)), jnp.float32),
+                      w_magnitude=jnp.asarray(rng.normal(0, 5, (n, 4)), jnp.float32))
     q = np.asarray(assemble(out, ctx.prior_tm1, ctx, TRUSTED_ENV, 100.0))
     assert np.all(np.argmax(q, -1) == 0)
     a = np.asarray(position_fractions(TRUSTED_ENV, ctx.prior))
@@ -346,14 +349,19 @@ def test_an_untrusted_forecast_leaves_the_prior_optimal_whatever_it_says():
 @pytest.mark.parametrize("w", [0.3, 1.0])
 def test_a_trusted_forecast_moves_the_optimum_to_the_blend_of_prior_and_sizing(w):
     """At trust w the residual's reward is maximal at u* = w·(a* − π) (`env.residual_view`),
-    a* = (μ + ½m₂)/(κm₂) the flat learner's mean-variance position; without costs the
-    assembled Q's best residual on the grid is the grid point nearest u* among the reachable
-    ones, and its reward equals the full mean-variance reward's at μ_w less the prior's."""
+    a* = (μ + ½m₂)/(κm₂) the flat learner's mean-variance position; without costs and
+    continuation the assembled Q's best residual on the grid is the grid point nearest u*
+    among the reachable ones, and its reward equals the full mean-variance reward's at μ_w
+    less the prior's; a continuation enters as w·C."""
     n = 300
     cfg = dataclasses.replace(TRUSTED_ENV, commission_bps=0.0, slippage_bps=0.0)
     out, ctx = _random_bars(n, 2)
     ctx = ctx.replace(trust=jnp.full(n, w))
     q = np.asarray(assemble(out, ctx.prior_tm1, ctx, cfg, 100.0))
+    with_c = out.replace(w_direction=jnp.asarray([[0.0, 1.0, 2.0]] * n),
+                         w_magnitude=jnp.asarray([[0.0, 0.5, 0.0, 0.0]] * n))
+    np.testing.assert_allclose(np.asarray(assemble(with_c, ctx.prior_tm1, ctx, cfg, 100.0)),
+                               q + w * np.asarray(continuation(with_c)), rtol=1e-5, atol=1e-5)
     s, pi = np.asarray(ctx.scale, np.float64), np.asarray(ctx.prior, np.float64)
     mu, m2 = s * np.asarray(out.aux, np.float64), s**2 * np.asarray(out.second_moment, np.float64)
     kappa = env.risk_curvature(cfg)
