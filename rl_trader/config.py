@@ -135,10 +135,11 @@ class EnvConfig:
         "cap at 1 is idle) and leaves the residual room on the long side")
     view: str = option(
         "excess", "how the model head's forecast tilts the prior (--prior vol_target): excess, "
-        "by its excess over its train level; trusted, as an absolute view weighed by the "
-        "trust w = max(0, 1 − 1/t²), t the t-statistic of the gbm forecast cross-fitted on the "
-        "fold's train segment (0 where it shows no predictable direction): the optimum is "
-        "then (1 − w)·prior + w·(the flat learner's mean-variance position)", choices=VIEWS)
+        "by its excess over its train level; trusted, as an absolute view (and the learnt "
+        "continuation too) weighed by the trust w = max(0, 1 − 1/t²), t the t-statistic of "
+        "trees cross-fitted on the fold's train segment (0 where they find no predictable "
+        "direction): the optimum is then (1 − w)·prior + w·(the flat learner's "
+        "mean-variance position)", choices=VIEWS)
     magnitudes: tuple[float, ...] = option(
         (0.25, 0.5, 0.75, 1.0), "position sizes as fractions of equity, comma-separated "
         "(--prior flat)")
@@ -344,6 +345,9 @@ class RunConfig:
         _check(not (model and self.agent.backup == "taken"), "--backup",
                "all or unset with --q-head model (it backs up every position)",
                self.agent.backup)
+        _check(model or self.env.view == "excess", "--view",
+               "excess with --q-head generic (the model head alone weighs a view)",
+               self.env.view)
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:

@@ -229,25 +229,36 @@ def cross_fitted_forecast(data: FoldData, fit: GbmFit, gap: int) -> np.ndarray:
     (`training_bars`) outside [l_j − gap, h_j + gap) (`gap`: the fold's purge gap, so no row
     next to the block, whose next-bar target overlaps the block's bars, is fit on); every
     other bar's ŷ is `fit`'s own, from all training rows. Only train rows are fit on."""
+    y_hat = np.asarray(fit.forecast.y_hat, np.float64).copy()
+    for lo, hi, block in _block_forecasts(data, fit.leaves, fit.iterations, gap):
+        y_hat[lo:hi] = block
+    return y_hat
+
+
+def _block_forecasts(data: FoldData, leaves: int, iterations: int,
+                     gap: int) -> list[tuple[int, int, np.ndarray]]:
+    """(l_j, h_j, ŷ on B_j [h_j − l_j]) for each cross-fit block B_j of the train segment
+    (`cross_fitted_forecast`), from trees of `leaves` and `iterations` fit on the training rows
+    outside [l_j − gap, h_j + gap); each fit cached by its inputs (`tree_cache`)."""
     x = np.asarray(data.features, np.float64)
     y = np.asarray(data.aux_target, np.float64)
     rows = training_bars(data, np)
-    y_hat = np.asarray(fit.forecast.y_hat, np.float64).copy()
     t = np.arange(len(y))
+    out = []
     for lo, hi in cross_fit_blocks(data):
         use = rows & ((t < lo - gap) | (t >= hi + gap))
         key = fit_key("gbm block", (x, y, use), _settings(
-            leaves=fit.leaves, iterations=fit.iterations, block=(lo, hi)))
-        y_hat[lo:hi] = cached(key, lambda lo=lo, hi=hi, use=use: _trees(
-            fit.leaves, fit.iterations).fit(x[use], y[use]).predict(x[lo:hi]))
-    return y_hat
+            leaves=leaves, iterations=iterations, block=(lo, hi)))
+        out.append((lo, hi, cached(key, lambda lo=lo, hi=hi, use=use: _trees(
+            leaves, iterations).fit(x[use], y[use]).predict(x[lo:hi]))))
+    return out
 
 
 @dataclass(frozen=True)
 class Trust:
     """How much a fold's forecast is trusted as a view on the prior (`--view trusted`)."""
 
-    t: float  # the t-statistic of the cross-fitted forecast's correlation with the target
+    t: float  # the t-statistic of the cross-fitted forecast's within-block correlation
     w: float  # the trust, max(0, 1 − 1/t²) where t > 1, else 0
     bars: int  # the train bars it was measured on
 
@@ -255,26 +266,44 @@ class Trust:
         return asdict(self)
 
 
-def forecast_trust(data: FoldData, fit: GbmFit, gap: int) -> Trust:
-    """The trust w of `--view trusted` from the fold's train segment [a, b) alone: the trees'
-    forecast cross-fitted on it (`cross_fitted_forecast`: no bar's forecast from trees fit on
-    it or beside it), its correlation ρ̂ with the next-bar target over the n training rows of
-    [a, b), t = ρ̂·√n, and the James–Stein weight
+def trust_trees(cfg: RunConfig) -> tuple[int, int]:
+    """(leaves, iterations) of the trees `forecast_trust` measures with: the middle of the gbm
+    baseline's grid (`GBM_LEAVES`, `candidate_iterations`), fixed, so that nothing of the
+    validation block, on which the baseline chooses its own, enters the trust."""
+    counts = candidate_iterations(cfg)
+    return GBM_LEAVES[len(GBM_LEAVES) // 2], counts[len(counts) // 2]
 
-        w = max(0, 1 − 1/t²) for t > 0, else 0,
 
-    the positive-part shrinkage of a signal measured with unit noise: 0 for |t| ≤ 1 (no
-    direction the trees can predict out of sample), → 1 as the evidence grows (t = 2: 0.75,
-    t = 4: 0.94). A forecast that anti-correlates (t < 0) is not trusted."""
+def forecast_trust(data: FoldData, gap: int, cfg: RunConfig) -> Trust:
+    """The trust w of `--view trusted`, from the fold's train segment [a, b) alone: trees of
+    `trust_trees` cross-fitted on its blocks (`_block_forecasts`: no bar's forecast from trees
+    fit on it or beside it), and the correlation ρ̂ of that forecast with the next-bar target
+    over the n training rows of [a, b), both taken within each block (each less its block's
+    mean: the forecast is trusted for where it moves, not for a level, which belongs to the
+    prior; a forecast fit away from a block is also pulled away from that block's own mean,
+    which would bias ρ̂ down), t = ρ̂·√(n − B) over B blocks, and the James–Stein weight
+
+        w = max(0, 1 − 1/t²) for t > 1, else 0,
+
+    the positive-part shrinkage of a signal measured with unit noise: 0 for t ≤ 1 (no
+    direction the trees predict out of sample), → 1 as the evidence grows (t = 2: 0.75,
+    t = 4: 0.94). It measures what the market's features predict, by trees; the network's own
+    forecast, which it weighs, is fit to the same target on the same features."""
     a, b = (int(v) for v in np.asarray(data.train))
-    t_all = np.arange(data.features.shape[0])
-    rows = training_bars(data, np) & (t_all >= a) & (t_all < b)
-    y_hat = cross_fitted_forecast(data, fit, gap)[rows]
-    y = np.asarray(data.aux_target, np.float64)[rows]
-    n = int(rows.sum())
-    if n < 3 or np.std(y_hat) == 0 or np.std(y) == 0:
+    rows = training_bars(data, np)
+    y = np.asarray(data.aux_target, np.float64)
+    f_parts, y_parts = [], []
+    for lo, hi, block in _block_forecasts(data, *trust_trees(cfg), gap):
+        keep = rows[lo:hi]
+        if keep.sum() >= 2:
+            f_parts.append(block[keep] - block[keep].mean())
+            y_parts.append(y[lo:hi][keep] - y[lo:hi][keep].mean())
+    n = int(rows[a:b].sum())
+    f, r = (np.concatenate(p) if p else np.zeros(0) for p in (f_parts, y_parts))
+    dof = len(f) - len(f_parts)
+    if dof < 2 or not f.any() or not r.any():
         return Trust(t=0.0, w=0.0, bars=n)
-    t = float(np.corrcoef(y_hat, y)[0, 1] * np.sqrt(n))
+    t = float(f @ r / np.sqrt((f @ f) * (r @ r)) * np.sqrt(dof))
     return Trust(t=t, w=max(0.0, 1.0 - 1.0 / t**2) if t > 1 else 0.0, bars=n)
 
 

@@ -226,7 +226,8 @@ def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
         if not isinstance(info.get("trust"), dict) or "w" not in info["trust"]:
             raise InputError(f"run {policy.run_dir}: fold {policy.fold}'s checkpoint has no "
                              "trust in its inference metadata (--view trusted needs it)")
-        data = data.replace(trust=jnp.full_like(data.trust, float(info["trust"]["w"])))
+        data = data.replace(trust=jnp.asarray(np.full(data.trust.shape, info["trust"]["w"],
+                                                      np.float32)))
     if "tree_forecast" not in info:
         return data
     column = tree_column(info["tree_forecast"], policy.trees, np.asarray(data.features), clip)

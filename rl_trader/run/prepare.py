@@ -61,7 +61,8 @@ class Prepared:
     # PoolSegment (its train-date bars)
     pool: tuple[tuple[Bars, MarketFeatures], ...] = ()
     pool_segments: tuple[tuple[PoolSegment, ...], ...] = ()
-    # with --tree-forecast validation, each fold's trees (`fold_trees`, made by `with_trees`)
+    # with --tree-forecast validation or --view trusted, each fold's trees (`fold_trees`, made
+    # by `with_trees`)
     trees: tuple[FoldTrees, ...] = field(default=(), compare=False, repr=False)
 
     @property
@@ -161,7 +162,8 @@ class Prepared:
         if trees.column is not None:
             data = data.replace(tree_forecast=trees.column)
         if trees.trust is not None:
-            data = data.replace(trust=jnp.full_like(data.trust, trees.trust.w))
+            data = data.replace(trust=jnp.asarray(np.full(data.trust.shape, trees.trust.w,
+                                                          np.float32)))
         return data
 
     def _arrays(self, k: int) -> FoldData:
@@ -191,7 +193,7 @@ def fold_trees(prep: Prepared, k: int) -> FoldTrees:
     (`gbm.with_tree_forecast`)."""
     cfg, data, gap = prep.cfg, prep._arrays(k), prep.folds[k].gap
     fit = fit_gbm(data, prep.val_steps, cfg)
-    trust = forecast_trust(data, fit, gap) if cfg.env.view == "trusted" else None
+    trust = forecast_trust(data, gap, cfg) if cfg.env.view == "trusted" else None
     if cfg.features.tree_forecast == "off":
         return FoldTrees(fit=fit, choice=None, trials={}, column=None, trust=trust)
     ridge = fit_ridge(data, prep.val_steps, cfg)
@@ -253,8 +255,9 @@ def pool_segments(target: Bars, folds: list[Fold], source: str, bars: Bars,
 
 
 def with_trees(prep: Prepared) -> Prepared:
-    """`prep` with each fold's trees (`fold_trees`) where `--tree-forecast validation` wants
-    them and they are not yet fit; else `prep` itself."""
+    """`prep` with each fold's trees (`fold_trees`) where `--tree-forecast validation` or
+    `--view trusted` wants them (`Prepared.wants_trees`) and they are not yet fit; else `prep`
+    itself."""
     if not prep.needs_trees:
         return prep
     return dataclasses.replace(prep, trees=tuple(fold_trees(prep, k)

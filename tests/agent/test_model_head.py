@@ -382,6 +382,9 @@ def test_a_trusted_forecast_moves_the_optimum_to_the_blend_of_prior_and_sizing(w
     np.testing.assert_allclose(q, 100 * (mv(a) - mv(pi[:, None])), rtol=2e-4, atol=1e-6)
 
 
-def test_the_trusted_view_needs_a_prior():
+def test_the_trusted_view_needs_a_prior_and_the_model_head():
     with pytest.raises(InputError, match="--view.*excess with --prior flat"):
         EnvConfig(view="trusted").validate()
+    generic = RunConfig(env=TRUSTED_ENV, net=NetConfig(q_head="generic"))
+    with pytest.raises(InputError, match="--view.*excess with --q-head generic"):
+        generic.validate()

@@ -21,6 +21,7 @@ from rl_trader.baselines.gbm import (
     cross_fitted_forecast,
     fit_gbm,
     forecast_trust,
+    trust_trees,
     with_tree_forecast,
 )
 from rl_trader.baselines.ridge import fit_ridge
@@ -246,22 +247,29 @@ def test_a_run_with_the_tree_forecast_weighs_it_and_acts_on_new_bars(tmp_path, c
 
 
 def test_the_forecasts_trust_is_its_cross_fitted_t_shrunk_by_james_stein():
-    """`forecast_trust`: on the planted V the cross-fitted trees' t is large and w near 1; on
-    a target of pure noise (the same features) the in-sample forecast still correlates with
-    it (trees fit noise), but the cross-fitted one does not: t stays small and the trust is
-    w = max(0, 1 − 1/t²), 0 for t ≤ 1."""
+    """`forecast_trust`: on the planted V the cross-fitted trees' within-block t is large and
+    w near 1; on a target of pure noise (the same features) the in-sample forecast still
+    correlates with it (trees fit noise), but the cross-fitted one does not: t stays small and
+    the trust is w = max(0, 1 − 1/t²), 0 for t ≤ 1. The trees are the grid's middle
+    (`trust_trees`), never the baseline's validation choice: the trust reads no validation
+    bar (a validation block of noise changes nothing)."""
     cfg, f, data = _planted()
-    val_len = int(f.val[1] - f.val[0])
-    signal = forecast_trust(data, fit_gbm(data, val_len, cfg), f.gap)
+    assert trust_trees(cfg) == (8, 50)  # the smoke preset's grid: 4/8/16 leaves, 25/50/100
+    signal = forecast_trust(data, f.gap, cfg)
     assert signal.t > 5 and signal.w == pytest.approx(1 - 1 / signal.t**2) and signal.w > 0.95
     a, b = (int(v) for v in np.asarray(data.train))
+    assert signal.bars == b - a - 1
+    v0, v1 = (int(v) for v in np.asarray(data.val))
+    spoiled = np.asarray(data.aux_target).copy()
+    spoiled[v0:] = np.random.default_rng(5).normal(size=len(spoiled) - v0)
+    spoiled = data.replace(aux_target=jax.numpy.asarray(spoiled, np.float32))
+    assert forecast_trust(spoiled, f.gap, cfg) == signal
     # a stream the market's own draws (seed 1) do not share: those would be its returns
     noise = np.random.default_rng(2**31 - 1).normal(size=data.aux_target.shape).astype(np.float32)
     data = data.replace(aux_target=jax.numpy.asarray(noise))
-    fit = fit_gbm(data, val_len, cfg)
-    trust = forecast_trust(data, fit, f.gap)
-    rows = np.asarray(data.episodes)[0]
-    in_sample = np.corrcoef(np.asarray(fit.forecast.y_hat)[rows[0]:rows[1] - 1],
-                            noise[rows[0]:rows[1] - 1])[0, 1] * np.sqrt(trust.bars)
-    assert in_sample > 3 and abs(trust.t) < 2 and trust.bars == b - a - 1
+    fit = fit_gbm(data, int(v1 - v0), cfg)
+    trust = forecast_trust(data, f.gap, cfg)
+    in_sample = np.corrcoef(np.asarray(fit.forecast.y_hat)[a:b - 1],
+                            noise[a:b - 1])[0, 1] * np.sqrt(trust.bars)
+    assert in_sample > 3 and abs(trust.t) < 2
     assert trust.w == (max(0.0, 1 - 1 / trust.t**2) if trust.t > 1 else 0.0)
