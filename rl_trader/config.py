@@ -296,8 +296,8 @@ class TrainConfig:
         "its validation Sharpe is higher, the fold acts as it on test and in predict and "
         "backtest (docs/studies/34-vol-target-rival.md); off: the agent always acts",
         choices=RIVALS)
-    # 883 = the settings looked at to choose the defaults, counted in docs/findings.md.
-    prior_trials: int = option(883, "trials looked at outside this run (e.g. the settings tried "
+    # 886 = the settings looked at to choose the defaults, counted in docs/findings.md.
+    prior_trials: int = option(886, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/findings.md), added to the DSR's "
                                "count of trials")
 

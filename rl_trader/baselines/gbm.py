@@ -258,7 +258,7 @@ def _block_forecasts(data: FoldData, leaves: int, iterations: int,
 class Trust:
     """How much a fold's forecast is trusted as a view on the prior (`--view trusted`)."""
 
-    t: float  # the t-statistic of the cross-fitted forecast's within-block correlation
+    t: float  # the robust t of the target's within-block slope on the cross-fitted forecast
     w: float  # the trust, max(0, 1 − 1/t²) where t > 1, else 0
     bars: int  # the train bars it was measured on
 
@@ -277,11 +277,16 @@ def trust_trees(cfg: RunConfig) -> tuple[int, int]:
 def forecast_trust(data: FoldData, gap: int, cfg: RunConfig) -> Trust:
     """The trust w of `--view trusted`, from the fold's train segment [a, b) alone: trees of
     `trust_trees` cross-fitted on its blocks (`_block_forecasts`: no bar's forecast from trees
-    fit on it or beside it), and the correlation ρ̂ of that forecast with the next-bar target
-    over the n training rows of [a, b), both taken within each block (each less its block's
-    mean: the forecast is trusted for where it moves, not for a level, which belongs to the
-    prior; a forecast fit away from a block is also pulled away from that block's own mean,
-    which would bias ρ̂ down), t = ρ̂·√(n − B) over B blocks, and the James–Stein weight
+    fit on it or beside it), and t, the heteroskedasticity-consistent (White) t-statistic of
+    the slope of the next-bar target y on that forecast f over the training rows of [a, b),
+    both taken within each block (each less its block's mean: the forecast is trusted for
+    where it moves, not for a level, which belongs to the prior; a forecast fit away from a
+    block is also pulled away from that block's own mean, which would bias the slope down):
+
+        β = Σ f·y / Σ f²,  se² = Σ f²·(y − β·f)² / (Σ f²)²,  t = β/se
+
+    (robust to the clustered, fat-tailed volatility of returns, under which the plain
+    correlation's ρ̂·√n overstates |t|), and the James–Stein weight
 
         w = max(0, 1 − 1/t²) for t > 1, else 0,
 
@@ -300,10 +305,10 @@ def forecast_trust(data: FoldData, gap: int, cfg: RunConfig) -> Trust:
             y_parts.append(y[lo:hi][keep] - y[lo:hi][keep].mean())
     n = int(rows[a:b].sum())
     f, r = (np.concatenate(p) if p else np.zeros(0) for p in (f_parts, y_parts))
-    dof = len(f) - len(f_parts)
-    if dof < 2 or not f.any() or not r.any():
+    if len(f) - len(f_parts) < 2 or not f.any() or not r.any():
         return Trust(t=0.0, w=0.0, bars=n)
-    t = float(f @ r / np.sqrt((f @ f) * (r @ r)) * np.sqrt(dof))
+    beta = (f @ r) / (f @ f)
+    t = float((f @ r) / np.sqrt(np.sum(f**2 * (r - beta * f) ** 2)))
     return Trust(t=t, w=max(0.0, 1.0 - 1.0 / t**2) if t > 1 else 0.0, bars=n)
 
 
