@@ -52,6 +52,8 @@ def headline(s: RunSummary) -> str:
     items.append(_random_line(s))
     if line := rival_line(s.folds):
         items.append(f"<li>{escape(line)}</li>")
+    if line := trust_line(s.folds):
+        items.append(f"<li>{escape(line)}</li>")
     if (oracle := s.stitched_oracle_test_sharpe) is not ABSENT:
         ok = num(sharpe) != "n/a" and num(oracle) != "n/a" and oracle != 0
         ratio = sharpe / oracle if ok else None
@@ -115,6 +117,18 @@ def rival_line(folds: tuple[FoldEntry, ...]) -> str:
     return (f"{len(acting)} of {len(folds)} folds act as {' or '.join(names)} (fold "
             f"{', '.join(str(k) for k, _ in acting)}): the agent's chosen epoch showed no "
             "edge over it on validation (--rival), so the agent's figures there are its")
+
+
+def trust_line(folds: tuple[FoldEntry, ...]) -> str:
+    """Each fold's trust in its forecast (`--view trusted`), in words; '' where no fold has
+    one."""
+    trusts = [(f.fold, f.trust) for f in folds if isinstance(f.trust, dict)]
+    if not trusts:
+        return ""
+    each = ", ".join(f"fold {k} w = {num(t.get('w'), '.2f')} (t {num(t.get('t'), '+.2f')})"
+                     for k, t in trusts)
+    return (f"trust in the forecast (--view trusted): {each}; a fold at w = 0 holds the prior, "
+            "at w = 1 sizes by its forecast as --prior flat does")
 
 
 def acted(f: FoldEntry, epoch: str) -> str:

@@ -29,6 +29,7 @@ from rl_trader.report.tables import (
     metrics_rows,
     rival_line,
     strategy_sharpes,
+    trust_line,
 )
 
 
@@ -55,8 +56,9 @@ def print_table(summary: RunSummary, console: Console | None = None) -> None:
     console.print(
         "geometric mean of fold test Sharpes: "
         + (f"{geo:.3f}" if isinstance(geo, float) else "undefined (not every fold is > 0)"))
-    if line := rival_line(summary.folds):
-        console.print(line)
+    for line in (rival_line(summary.folds), trust_line(summary.folds)):
+        if line:
+            console.print(line)
     head = summary.headline
     if head is not ABSENT:
         console.print(

@@ -1,7 +1,8 @@
-"""The report's tables: which folds act as their rival (`--rival`)."""
+"""The report's tables: which folds act as their rival (`--rival`), each fold's trust in its
+forecast (`--view trusted`)."""
 
 from rl_trader.evaluation.record import FoldEntry, RunSummary
-from rl_trader.report.tables import acted, fold_table, headline, rival_line
+from rl_trader.report.tables import acted, fold_table, headline, rival_line, trust_line
 
 
 def test_folds_acting_as_their_rival_are_named():
@@ -17,3 +18,13 @@ def test_folds_acting_as_their_rival_are_named():
     assert "+2.35" in fold_table(folds, {}) and "val edge t vs vol_target" in fold_table(folds, {})
     assert "1 of 3 folds act as vol_target" in headline(RunSummary(folds=folds, config={}))
     assert "act as" not in headline(RunSummary(folds=folds[:1], config={}))
+
+
+def test_each_folds_trust_is_named():
+    folds = (FoldEntry(fold=0, test_sharpe=0.5, trust={"t": -0.31, "w": 0.0, "bars": 900}),
+             FoldEntry(fold=1, test_sharpe=0.8, trust={"t": 2.19, "w": 0.79, "bars": 1200}))
+    line = trust_line(folds)
+    assert line.startswith("trust in the forecast (--view trusted): fold 0 w = 0.00 (t -0.31), "
+                           "fold 1 w = 0.79 (t +2.19)")
+    assert trust_line((FoldEntry(fold=0, test_sharpe=0.5),)) == ""
+    assert "fold 1 w = 0.79" in headline(RunSummary(folds=folds, config={}))
