@@ -320,7 +320,7 @@ def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float,
     std; a `choice` not used: a column of zeros (a constant, which tells the network
     nothing), so every fold has the same variables."""
     if not choice.used:
-        zeros = jnp.zeros((data.features.shape[0], 1), jnp.float32)
+        zeros = jnp.asarray(np.zeros((data.features.shape[0], 1), np.float32))
         return data.replace(tree_forecast=zeros), choice
     y_hat = cross_fitted_forecast(data, fit, gap)[:, None]
     a, b = (int(v) for v in np.asarray(data.train))

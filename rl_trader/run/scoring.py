@@ -34,7 +34,7 @@ from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.run.prepare import Prepared
 from rl_trader.runtime.devices import describe_device, replicated
 from rl_trader.runtime.rundir import write_json
-from rl_trader.training.population import Population, stack, take
+from rl_trader.training.population import Population, split_keys, stack, take
 
 RIVAL_FILE = "rival.json"  # a fold's choice of its rival (--rival), where the rival won
 VAL_RETURNS_FILE = "val_returns.npz"  # the chosen ensemble's and vol_target's, per fold
@@ -87,7 +87,7 @@ def compare(agent: Rollout, data: FoldData, start: int, length: int, steps: int,
     validation block) leaves out the baselines fit to the training data
     (`baselines.suite.FITTED_BASELINES`). `gbm`: the gbm baseline's fit to `data` (`gbm.GbmFits`);
     None leaves gbm out."""
-    random_keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), N_RANDOM_SEEDS)
+    random_keys = split_keys(np.int32(cfg.seed + 2), N_RANDOM_SEEDS)
     fit = gbm
     base = baseline_rollouts(data, start, steps, cfg, random_keys, val_steps,
                                 None if fit is None else fit.forecast)
@@ -267,7 +267,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
             params = jax.device_put(params, replicated(mesh))
         tests = trim(pop.evaluate(
             params, data, data.test[:, 0], prep.test_steps,
-            jax.random.split(jax.random.PRNGKey(cfg.seed + 1), len(scored))),
+            split_keys(np.int32(cfg.seed + 1), len(scored))),
             prep.test_len, axis=1)
         for j, k in enumerate(scored):
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],

@@ -65,13 +65,28 @@ def population_inputs(members: list[Member], folds: list[FoldData],
     A member's key depends only on (run seed, fold, seed), not on its position in the
     population, so a member trains exactly as it would alone.
     """
-    root = jax.random.PRNGKey(run_seed)
-    keys = np.stack([np.asarray(jax.random.fold_in(jax.random.fold_in(root, m.fold), m.seed))
-                     for m in members])
+    keys = np.asarray(member_keys(np.int32(run_seed), np.asarray([m.fold for m in members],
+                                                                 np.int32),
+                                  np.asarray([m.seed for m in members], np.int32)))
     data = stack([folds[m.fold] for m in members])
     hps = stack([HParams(**{k: np.float32(v) for k, v in settings[m.setting].items()})
                  for m in members])
     return keys, data, hps
+
+
+@jax.jit
+def member_keys(run_seed: jax.Array, folds: jax.Array, seeds: jax.Array) -> jax.Array:
+    """Each member's key [M, 2], fold_in(fold_in(PRNGKey(run_seed), fold), seed), as one
+    program (eagerly, one per primitive)."""
+    root = jax.random.PRNGKey(run_seed)
+    return jax.vmap(lambda f, s: jax.random.fold_in(jax.random.fold_in(root, f), s))(folds,
+                                                                                   seeds)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def split_keys(seed: jax.Array, n: int) -> jax.Array:
+    """`jax.random.split(PRNGKey(seed), n)` [n, 2] as one program."""
+    return jax.random.split(jax.random.PRNGKey(seed), n)
 
 
 class Population:
@@ -215,4 +230,4 @@ def build(cfg: RunConfig, fold_data: list[FoldData], devices: int | None = None)
                   mesh=mesh, pop=programs(cfg, mesh),
                   keys=keys, data=data, hps=hps,
                   val_data=stack([fold_data[m.fold] for m in groups]),
-                  eval_keys=jax.random.split(jax.random.PRNGKey(cfg.seed), len(groups)))
+                  eval_keys=split_keys(np.int32(cfg.seed), len(groups)))
