@@ -176,9 +176,9 @@ def assemble(out: ModelOut, position: jax.Array, ctx: BarContext, cfg: EnvConfig
                                  ctx.prior, ctx.trust, cfg)[..., None]
         reward = env.expected_excess_reward((position - ctx.prior_tm1)[..., None], residual,
                                             view, second, cfg)
-    # --view trusted: the continuation weighed by the trust as the view is (w·C): where the
-    # forecast is not trusted, neither is what C learnt from it, and the prior holds
-    c = continuation(out) * (ctx.trust[..., None] if cfg.view == "trusted" else 1.0)
+    c = continuation(out)
+    if cfg.view == "trusted":  # C weighed by the trust as the view is: where the forecast is
+        c = ctx.trust[..., None] * c  # not trusted, neither is what C learnt from it
     return reward_scale * reward + c
 
 

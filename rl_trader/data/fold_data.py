@@ -62,8 +62,8 @@ class FoldData:
     # float32 [T_b]: σ*/σ̂_t (`data.prior.vol_ratio`), σ* fit on the train bars of each bar's
     # instrument: the `vol_target` baseline holds min(1, ·), the agent's prior min(1, k·)
     vol_ratio: jax.Array
-    # float32 [T_b]: w, the trust in the forecast as a view on the prior (`--view trusted`,
-    # `baselines.gbm.forecast_trust`, fit on the fold's train segment); 0 until it is set
+    # float32 []: w, the fold's trust in its forecast as a view on the prior (`--view trusted`,
+    # `baselines.gbm.forecast_trust`, fit on its train segment); 0 until it is set
     trust: jax.Array
     train: jax.Array  # int32 [2]: half-open bar range
     val: jax.Array  # int32 [2]
@@ -109,7 +109,8 @@ def prior_position(data: FoldData, bar: jax.Array, cfg: EnvConfig) -> jax.Array:
 def bar_context(data: FoldData, bar: jax.Array, cfg: EnvConfig) -> BarContext:
     """The `BarContext` of decisions at `bar` (any shape); π_{t−1} at bar 0 is π_0."""
     return BarContext(scale=data.return_scale[bar], drift=data.drift[bar],
-                      trust=data.trust[bar], prior=prior_position(data, bar, cfg),
+                      trust=jnp.broadcast_to(data.trust, jnp.shape(bar)),
+                      prior=prior_position(data, bar, cfg),
                       prior_tm1=prior_position(data, jnp.maximum(bar - 1, 0), cfg))
 
 
@@ -201,10 +202,15 @@ def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
                     aux_target=pad_bars(aux_target),
                     return_scale=pad_bars(np.broadcast_to(return_scale, every)),
                     drift=pad_bars(np.broadcast_to(drift, every)),
-                    vol_ratio=pad_bars(vol_ratio), trust=pad_bars(np.zeros(every)),
+                    vol_ratio=pad_bars(vol_ratio), trust=with_trust(0.0),
                     train=_host_int32(train), val=_host_int32(val), test=_host_int32(test),
                     episodes=_host_int32(np.asarray(episodes).reshape(-1, 2)),
                     tree_forecast=jnp.asarray(np.zeros((bucket(len(close)), 0), np.float32)))
+
+
+def with_trust(w: float) -> jax.Array:
+    """`FoldData.trust` of value `w`, made on the host (no device program)."""
+    return jnp.asarray(np.float32(w))
 
 
 def _host_int32(x) -> jax.Array:

@@ -39,6 +39,7 @@ from rl_trader.data.fold_data import (
     bar_context,
     device_fold_data,
     observe,
+    with_trust,
     zero_obs,
 )
 from rl_trader.data.prior import trailing_vol, vol_ratio
@@ -226,8 +227,7 @@ def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
         if not isinstance(info.get("trust"), dict) or "w" not in info["trust"]:
             raise InputError(f"run {policy.run_dir}: fold {policy.fold}'s checkpoint has no "
                              "trust in its inference metadata (--view trusted needs it)")
-        data = data.replace(trust=jnp.asarray(np.full(data.trust.shape, info["trust"]["w"],
-                                                      np.float32)))
+        data = data.replace(trust=with_trust(info["trust"]["w"]))
     if "tree_forecast" not in info:
         return data
     column = tree_column(info["tree_forecast"], policy.trees, np.asarray(data.features), clip)

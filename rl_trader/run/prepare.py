@@ -20,7 +20,6 @@ import hashlib
 from dataclasses import dataclass, field
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from rl_trader.baselines.gbm import (
@@ -39,7 +38,7 @@ from rl_trader.config import RunConfig
 from rl_trader.data import Bars, data_specs, load, load_market
 from rl_trader.data.buckets import bucket
 from rl_trader.data.features import MarketFeatures, compute_features
-from rl_trader.data.fold_data import FoldData, PoolSegment, make_fold_data
+from rl_trader.data.fold_data import FoldData, PoolSegment, make_fold_data, with_trust
 from rl_trader.data.folds import Fold, make_folds
 from rl_trader.errors import InputError
 from rl_trader.training.population import Cohort, build
@@ -162,8 +161,7 @@ class Prepared:
         if trees.column is not None:
             data = data.replace(tree_forecast=trees.column)
         if trees.trust is not None:
-            data = data.replace(trust=jnp.asarray(np.full(data.trust.shape, trees.trust.w,
-                                                          np.float32)))
+            data = data.replace(trust=with_trust(trees.trust.w))
         return data
 
     def _arrays(self, k: int) -> FoldData:
