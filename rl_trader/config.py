@@ -124,8 +124,10 @@ VIEWS = ("excess", "trusted")  # how the forecast tilts the prior (`env.residual
 class EnvConfig:
     """Trading environment: actions, fills and costs (all on by default)."""
 
+    # vol_target since study 40 (2026-12-07), with --view trusted: the zero action holds the
+    # drift as vol_target does, and a forecast moves it only as far as it is trusted.
     prior: str = option(
-        "flat", "the position the agent's zero action holds: vol_target, min(1, σ*/σ̂) "
+        "vol_target", "the position the agent's zero action holds: vol_target, min(1, σ*/σ̂) "
         "(σ̂ the trailing 20-bar volatility, σ* its train median), with the action a residual "
         "around it, clip(prior + residual, -1, 1), and the model head scoring the residual's "
         "excess over the prior; flat: the action is the position itself", choices=PRIORS)
@@ -134,7 +136,7 @@ class EnvConfig:
         "vol_target's; below 1 the prior holds less than vol_target (the same Sharpe while the "
         "cap at 1 is idle) and leaves the residual room on the long side")
     view: str = option(
-        "excess", "how the model head's forecast tilts the prior (--prior vol_target): excess, "
+        "trusted", "how the model head's forecast tilts the prior (--prior vol_target): excess, "
         "by its excess over its train level; trusted, as an absolute view (and the learnt "
         "continuation too) weighed by the trust w = max(0, 1 − 1/t²), t the t-statistic of "
         "trees cross-fitted on the fold's train segment (0 where they find no predictable "
@@ -158,7 +160,8 @@ class EnvConfig:
         _check(0 < self.prior_scale <= 1, "--prior-scale", "in (0, 1]", self.prior_scale)
         _check(self.view in VIEWS, "--view", "one of " + ", ".join(VIEWS), self.view)
         _check(self.view == "excess" or self.prior != "flat", "--view",
-               "excess with --prior flat (a view tilts a prior)", self.view)
+               "excess with --prior flat (a view tilts a prior; trusted is the default, so "
+               "pass --view excess)", self.view)
         _check(len(self.magnitudes) >= 1 and all(0 < m <= 1 for m in self.magnitudes),
                "--magnitudes", "values in (0, 1]", self.magnitudes)
         _check(len(self.residuals) >= 1 and all(0 < m <= 2 for m in self.residuals),
@@ -266,9 +269,6 @@ class AgentConfig:
                self.backup)
 
 
-RIVALS = ("off", "vol_target")
-
-
 # The gbm baseline's candidate boosting iterations (`gbm.fit_gbm`), up to
 # `TrainConfig.gbm_iterations`.
 GBM_ITERATIONS = (25, 50, 100, 200, 400)
@@ -289,13 +289,6 @@ class TrainConfig:
     gbm_iterations: int = option(
         400, "most boosting iterations of the gbm baseline: it chooses on validation among "
         "25, 50, 100, 200 and 400 trees up to this (the smoke preset: 100, for speed)")
-    # vol_target since study 34 (2026-12-06): the default's folds without a validation edge
-    # over it hold the drift as vol_target does.
-    rival: str = option(
-        "vol_target", "a baseline set against each fold's chosen epoch on validation: where "
-        "its validation Sharpe is higher, the fold acts as it on test and in predict and "
-        "backtest (docs/studies/34-vol-target-rival.md); off: the agent always acts",
-        choices=RIVALS)
     # 886 = the settings looked at to choose the defaults, counted in docs/findings.md.
     prior_trials: int = option(886, "trials looked at outside this run (e.g. the settings tried "
                                "to choose its defaults: docs/findings.md), added to the DSR's "
@@ -311,7 +304,6 @@ class TrainConfig:
         _check(1 <= self.seeds <= 4096, "--seeds", "an integer in [1, 4096]", self.seeds)
         _check(self.gbm_iterations in GBM_ITERATIONS, "--gbm-iterations",
                f"one of {', '.join(map(str, GBM_ITERATIONS))}", self.gbm_iterations)
-        _check(self.rival in RIVALS, "--rival", "off or vol_target", self.rival)
         _check(0 <= self.prior_trials <= 10_000_000, "--prior-trials", "an integer >= 0",
                self.prior_trials)
 
@@ -346,7 +338,8 @@ class RunConfig:
                "all or unset with --q-head model (it backs up every position)",
                self.agent.backup)
         _check(model or self.env.view == "excess", "--view",
-               "excess with --q-head generic (the model head alone weighs a view)",
+               "excess with --q-head generic (the model head alone weighs a view; trusted is "
+               "the default, so pass --view excess)",
                self.env.view)
         _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
         for name, values in self.sweep:
@@ -397,8 +390,8 @@ def preset(name: str) -> RunConfig:
 # field existed: a saved configuration without the field keeps its old behaviour.
 BEFORE_FIELD = {"net": {"q_head": "generic"},  # the field of issue 27
                 "features": {"tree_forecast": "off"},  # study 19's field; default since study 20
-                "train": {"rival": "off"},  # study 34's field, the default since then
-                "env": {"prior": "flat"}}  # issue 58's field
+                "env": {"prior": "flat",  # issue 58's field
+                        "view": "excess"}}  # study 40's field, the default since then
 
 
 class Removed(typing.NamedTuple):
@@ -443,6 +436,7 @@ REMOVED_FIELDS = {
                                           before=("all", ("net", "q_head"))),
     ("train", "eval_params"): Removed("online", "study 24 and the acting-parameters rows",
                                       "2026-12-07"),
+    ("train", "rival"): Removed("off", "studies 34-40", "2026-12-07"),
 }
 # Choices removed from a field that remains, with the studies that rejected them and the date.
 REMOVED_CHOICES = {("env", "reward", "dsr"): ("study 3", "2026-12-03"),

@@ -54,11 +54,13 @@ TINY_ARGS = ["--preset", "smoke", "--folds", "2", "--epochs", "3", "--envs", "4"
 def tiny_config(n_envs: int = 4, generic: bool = False) -> RunConfig:
     """A seconds-long run on the CPU: `TINY_ARGS` on 1,200 bars of an AR(1) market (the same
     programs as the command-line tests' tiny runs when `n_envs` is 4); with `generic` the
-    generic Q-head instead of the default model head."""
+    generic Q-head (on the flat prior, which it acts on) instead of the default model head."""
     args = run_parser("tiny_config", "").parse_args([*TINY_ARGS, "--data", "synthetic:ar1:1200:1"])
     cfg = config_from_args(args)
-    net = dataclasses.replace(cfg.net, q_head="generic") if generic else cfg.net
-    return dataclasses.replace(cfg, net=net, train=dataclasses.replace(cfg.train, n_envs=n_envs))
+    if generic:  # the generic head weighs no view: it acts on the position itself
+        cfg = dataclasses.replace(cfg, net=dataclasses.replace(cfg.net, q_head="generic"),
+                                  env=dataclasses.replace(cfg.env, prior="flat", view="excess"))
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, n_envs=n_envs))
 
 
 class Unread:

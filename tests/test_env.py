@@ -12,7 +12,8 @@ from rl_trader import env
 from rl_trader.config import EnvConfig
 from rl_trader.errors import InputError
 
-CFG = EnvConfig(commission_bps=1.0, slippage_bps=1.0, episode_bars=100, reward="log")
+CFG = EnvConfig(prior="flat", view="excess", commission_bps=1.0,
+                slippage_bps=1.0, episode_bars=100, reward="log")
 COST = 2e-4  # commission + slippage per unit of traded notional
 
 # bar:           0      1      2      3      4
@@ -78,7 +79,7 @@ def test_flat_earns_zero():
 
 
 def test_costs_reduce_equity_exactly():
-    free = EnvConfig(commission_bps=0.0, slippage_bps=0.0)
+    free = EnvConfig(prior="flat", view="excess", commission_bps=0.0, slippage_bps=0.0)
     s_free, _ = run([1.0, -1.0, 0.5], cfg=free)
     s_cost, outs = run([1.0, -1.0, 0.5])
     assert float(s_cost.equity) < float(s_free.equity)
@@ -146,7 +147,8 @@ def test_vmaps_over_many_envs_at_random_offsets():
 # ---------------------------------------------------------------- learning rewards
 
 def _cfg(reward, **kw):
-    return EnvConfig(commission_bps=1.0, slippage_bps=1.0, episode_bars=100, reward=reward, **kw)
+    return EnvConfig(prior="flat", view="excess", commission_bps=1.0, slippage_bps=1.0,
+                     episode_bars=100, reward=reward, **kw)
 
 
 def test_reward_log_and_mean_variance_by_hand():
@@ -211,7 +213,7 @@ def test_residual_view_is_the_excess_or_the_trusted_absolute_view():
     """`env.residual_view`: excess, μ − ȳ; trusted, w·(μ − μ_eq) with the prior's equilibrium
     μ_eq = κπm₂ − ½m₂ (0 at w = 0, whatever the forecast)."""
     mu, ybar, m2, pi = np.array([0.002, -0.001]), 0.0005, np.array([1e-4, 4e-4]), 0.7
-    excess = EnvConfig(prior="vol_target")
+    excess = EnvConfig(prior="vol_target", view="excess")
     np.testing.assert_allclose(env.residual_view(mu, ybar, m2, pi, 0.5, excess), mu - ybar)
     trusted = EnvConfig(prior="vol_target", view="trusted")
     kappa = env.risk_curvature(trusted)

@@ -44,14 +44,3 @@ def baseline_rollouts(data: FoldData, start: jax.Array, length: int, cfg: RunCon
                                                cfg, k))(random_keys)
     return out
 
-
-
-
-@jit_per_program(1, 2)
-def vol_target_val_returns(data: FoldData, val_steps: int, cfg: RunConfig) -> jax.Array:
-    """`vol_target`'s per-bar returns [val_steps] over the fold's validation block, from the
-    rollout the agent's validation uses: from flat at the block's first decision, `val_steps`
-    steps (`Prepared.val_steps`; the bars after the block are a shape bucket's padding), same
-    fills and costs."""
-    return rollout(vol_target_decide(data, cfg), data, data.val[0], val_steps, cfg,
-                   jax.random.PRNGKey(0)).returns

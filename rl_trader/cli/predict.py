@@ -74,11 +74,7 @@ def print_prediction(pred: dict) -> None:
              f"{prior['residual']:+.3f}")
     console.print(f"target for the next bar (filled at its open): [bold]{t['direction']}[/] "
                   f"{t['magnitude']:.3f} of equity (fraction {t['fraction']:+.3f}{split}; held "
-                  f"now {pred['position_held']:+.3f})"
-                  + ("" if pred.get("acts_as", "agent") == "agent" else
-                     f": the fold acts as {pred['acts_as']}, over which these members "
-                     "showed no edge on validation (--rival); their choices above do not "
-                     "act"))
+                  f"now {pred['position_held']:+.3f})")
     vsn = Table(title="mean VSN selection weights")
     vsn.add_column("market feature")
     vsn.add_column("weight", justify="right")

@@ -88,19 +88,6 @@ def unit_volatility(returns) -> np.ndarray:
     return r / sd if sd > 0 and r.max() > r.min() else np.zeros_like(r)
 
 
-def edge_t(a, b) -> float:
-    """t-statistic of a's Sharpe edge over b on the same bars: with d_i = a_i/σ_a − b_i/σ_b
-    (each series over its own standard deviation, `unit_volatility`), so that
-    mean(d) = SR_a − SR_b per period,
-
-        t = mean(d) / (sd(d) / √n),   sd with ddof 1;
-
-    NaN where sd(d) = 0 or n < 2. Ignores autocorrelation (i.i.d. bars)."""
-    d = unit_volatility(a) - unit_volatility(b)
-    sd = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
-    return float(np.mean(d) / (sd / math.sqrt(d.size))) if sd > 0 else math.nan
-
-
 def sharpe_of(returns, ppy: float) -> float:
     """`sharpe` of one host series (any float dtype, computed in float64) as a Python float."""
     return float(sharpe(np.asarray(returns, np.float64), ppy))

@@ -117,9 +117,9 @@ class FoldEntry:
     ensemble_seeds: int | Absent = ABSENT
     best_setting: dict[str, float] | Absent = ABSENT
     val_sharpe: float | Absent = ABSENT
-    vol_target_val_sharpe: float | Absent = ABSENT  # on the same validation bars
-    vol_target_val_edge_t: float | None | Absent = ABSENT  # None: no spread
-    acts_as: str | Absent = ABSENT  # "agent", or the rival that beat it (--rival)
+    # written by runs before 2026-12-07 (`--rival`, removed by study 40): "agent", or the
+    # baseline the fold acted as on test; absent: the agent acted
+    acts_as: str | Absent = ABSENT
     test_sharpe: float | None | Absent = ABSENT
     buy_and_hold_test_sharpe: float | Absent = ABSENT
     checkpoint_dir: str | Absent = ABSENT
@@ -135,7 +135,6 @@ class FoldEntry:
     prior: PriorFigures | Absent = ABSENT
     epochs: list[dict[str, Any]] | Absent = ABSENT  # per epoch (and setting) diagnostics
     returns_file: str | Absent = ABSENT
-    val_returns_file: str | Absent = ABSENT
     oracle_test_sharpe: float | Absent = ABSENT  # synthetic markets
     tree_forecast: dict[str, Any] | Absent = ABSENT  # `gbm.TreeForecastChoice.to_dict`
     trust: dict[str, float] | Absent = ABSENT  # `gbm.Trust.to_dict` (--view trusted)
@@ -297,20 +296,17 @@ def _name(hint: Any) -> str:
     return _NAMES.get(typing.get_origin(hint) or hint, str(hint))
 
 
-# Keys a scored fold of an older summary lacks, with the value its run had.
-_FOLD_UPGRADES: dict[str, Any] = {
-    "acts_as": "agent",  # before the rival existed every fold's agent acted
-}
 # Keys of a fold that older summaries wrote and this version does not: dropped on reading.
-_FOLD_RETIRED = ("best_seed",)  # the chosen seed's index, before seed ensembles (2026-11-30)
+_FOLD_RETIRED = ("best_seed",  # the chosen seed's index, before seed ensembles (2026-11-30)
+                 # the rival's validation evidence, before study 40 (2026-12-07)
+                 "vol_target_val_sharpe", "vol_target_val_edge_t", "val_returns_file")
 # Keys of the SPA that older summaries named otherwise: their name then → now (2026-12-03).
 _SPA_RENAMED = {"p_no_baseline_beats_agent": "p_some_baseline_beats_agent"}
 
 
 def _upgrade(obj: object) -> object:
-    """`obj` as this version writes it: the keys older summaries lack filled in
-    (`_FOLD_UPGRADES`), the ones they wrote under another name renamed (`_SPA_RENAMED`) and
-    the retired ones dropped (`_FOLD_RETIRED`)."""
+    """`obj` as this version reads it: the keys older summaries wrote under another name
+    renamed (`_SPA_RENAMED`) and the retired ones dropped (`_FOLD_RETIRED`)."""
     if not isinstance(obj, dict):
         return obj
     out = dict(obj)
@@ -327,5 +323,4 @@ def _fold(f: object) -> object:
     """One fold entry of an older summary as this version writes it (`_upgrade`)."""
     if not isinstance(f, dict):
         return f
-    f = {k: v for k, v in f.items() if k not in _FOLD_RETIRED}
-    return _FOLD_UPGRADES | f if f.get("test_sharpe") is not None else f
+    return {k: v for k, v in f.items() if k not in _FOLD_RETIRED}

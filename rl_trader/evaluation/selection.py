@@ -26,9 +26,3 @@ def best_of(indices: Sequence[int], score: Sequence[float]) -> int:
             best, incumbent = i, score[i]
     return best
 
-
-def rival_wins(rival: float, chosen: float | None) -> bool:
-    """True where a fold acts as its rival (`--rival`): the rival's validation Sharpe beats the
-    chosen ensemble's by the rule (None, a NaN validation Sharpe, counts as −∞), so a tie keeps
-    the agent."""
-    return bool(improves(rival, float("-inf") if chosen is None else chosen))

@@ -109,14 +109,16 @@ def _block(f: FoldEntry, dates: dict[int, str]) -> str:
 
 
 def rival_line(folds: tuple[FoldEntry, ...]) -> str:
-    """Which folds act as their rival (`--rival`), in words; '' where none does."""
+    """Which folds acted as their rival (`--rival`, in runs before study 40), in words; ''
+    where none did."""
     acting = [(f.fold, f.acts_as) for f in folds if f.acts_as not in (ABSENT, "agent")]
     if not acting:
         return ""
     names = sorted({r for _, r in acting})
-    return (f"{len(acting)} of {len(folds)} folds act as {' or '.join(names)} (fold "
+    return (f"{len(acting)} of {len(folds)} folds acted as {' or '.join(names)} (fold "
             f"{', '.join(str(k) for k, _ in acting)}): the agent's chosen epoch showed no "
-            "edge over it on validation (--rival), so the agent's figures there are its")
+            "edge over it on validation (--rival, before 2026-12-07), so the agent's figures "
+            "there are its")
 
 
 def trust_line(folds: tuple[FoldEntry, ...]) -> str:
@@ -132,24 +134,22 @@ def trust_line(folds: tuple[FoldEntry, ...]) -> str:
 
 
 def acted(f: FoldEntry, epoch: str) -> str:
-    """A fold's best-epoch cell: the epoch, and the rival it acts as where the agent showed no
-    edge over it on validation (`--rival`)."""
+    """A fold's best-epoch cell: the epoch, and the rival it acted as where the agent showed no
+    edge over it on validation (`--rival`, in runs before study 40)."""
     return epoch if f.acts_as in (ABSENT, "agent") else f"{epoch} → {f.acts_as}"
 
 
 def fold_table(folds: tuple[FoldEntry, ...], dates: dict[int, str]) -> str:
     """The agent per fold beside buy-and-hold; `dates`: fold → its test block's 'first to last'
-    dates (folds without dates show bar indices only). "edge t": the t of the chosen epoch's
-    validation Sharpe edge over `vol_target` (`metrics.edge_t`; n/a in runs before it)."""
-    head = ["fold", "test block", "best epoch", "val Sharpe", "val edge t vs vol_target",
-            "test Sharpe", "Sortino", "max DD",
+    dates (folds without dates show bar indices only)."""
+    head = ["fold", "test block", "best epoch", "val Sharpe", "test Sharpe", "Sortino", "max DD",
             "turnover, × equity/yr", "buy&hold Sharpe", "buy&hold max DD"]
     rows = []
     for f in folds:
         m = f.metrics or {}
         a, b = m.get("agent", Performance()), m.get("buy_and_hold", Performance())
         rows.append([str(f.fold), _block(f, dates), acted(f, num(f.best_epoch, "d")),
-                     num(f.val_sharpe), num(f.vol_target_val_edge_t, "+.2f"),
+                     num(f.val_sharpe),
                      num(f.test_sharpe if a.sharpe is ABSENT else a.sharpe),
                      num(a.sortino), num(a.max_drawdown, "%"), num(a.turnover, ".2f"),
                      num(f.buy_and_hold_test_sharpe if b.sharpe is ABSENT else b.sharpe),

@@ -28,7 +28,6 @@ from rl_trader.agent.heads import make_head
 from rl_trader.agent.learner import TrainState, init_train_state
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.baselines.gbm import TREES_FILE, load_trees, tree_column
-from rl_trader.baselines.rules import vol_target_decide
 from rl_trader.config import RunConfig, config_from_dict
 from rl_trader.data import Bars
 from rl_trader.data.buckets import bucket, trim
@@ -51,7 +50,7 @@ from rl_trader.evaluation.rollout import Aux, Rollout, rollout
 from rl_trader.evaluation.stats import min_track_record_length, moments, probabilistic_sharpe_ratio
 from rl_trader.run.checkpoint import FoldCheckpoints, fingerprint
 from rl_trader.run.prepare import TREE_FORECAST_NAME
-from rl_trader.run.scoring import RIVAL_FILE, compare, save_returns, test_figures
+from rl_trader.run.scoring import compare, save_returns, test_figures
 from rl_trader.runtime.rundir import write_json
 
 SPACING_TOLERANCE = 0.25  # relative difference of periods per year refused between run and file
@@ -70,14 +69,6 @@ class Policy:
     meta: dict  # the checkpoint's metadata; meta["inference"]: see fold_inference_metadata
     params: Any  # acting params of the S ensemble members, leading axis [S]
     trees: tuple | None = None  # `gbm.load_trees`: where the fold used the tree forecast
-    # where the fold's rival beat its ensemble on validation (`--rival`, `scoring.RIVAL_FILE`):
-    # the policy acts as the rival, {"acts_as": "vol_target", "sigma_star": σ*, ...}
-    rival: dict | None = None
-
-    @property
-    def acts_as(self) -> str:
-        """The fold's policy: 'agent', or the rival it acts as."""
-        return "agent" if self.rival is None else str(self.rival["acts_as"])
 
     @property
     def info(self) -> dict:
@@ -85,10 +76,10 @@ class Policy:
 
     @property
     def sigma_star(self) -> float:
-        """The fold's vol_target σ* (fit on its train bars): the prior's and the rival's; NaN
-        where undefined (the prior is then flat) or not saved (a run before issue 58 without a
-        rival, whose agent had no prior)."""
-        star = self.info.get("sigma_star", (self.rival or {}).get("sigma_star"))
+        """The fold's vol_target σ* (fit on its train bars), the prior's; NaN where undefined
+        (the prior is then flat) or not saved (a run before issue 58, whose agent had no
+        prior)."""
+        star = self.info.get("sigma_star")
         return float("nan") if star is None else float(star)
 
     @property
@@ -179,19 +170,8 @@ def load_policy(run_dir: str | Path, fold: int | None = None) -> Policy:
         trees = load_trees(run_dir / f"fold_{fold}" / TREES_FILE)
     params = restore_acting(directory, cfg, len(market_names(meta["inference"])),
                             int(meta["seeds"]), meta["epoch"])
-    rival_file = run_dir / f"fold_{fold}" / RIVAL_FILE
-    rival = _read_json(rival_file) if rival_file.is_file() else None
-    if rival is not None:  # written by scoring for this checkpoint of a --rival run, or refused
-        mine = (cfg.train.rival == rival.get("acts_as") == "vol_target"
-                and isinstance(rival.get("sigma_star"), float)
-                and (rival.get("fold"), rival.get("epoch"), rival.get("fingerprint"))
-                == (fold, meta["epoch"], meta["fingerprint"]))
-        if not mine:
-            raise InputError(f"{rival_file}: does not belong to fold {fold}'s checkpoint "
-                             f"(epoch {meta['epoch']}) of a run with --rival vol_target: "
-                             "remove it or re-run the training")
     return Policy(run_dir=run_dir, fold=fold, epoch=int(meta["epoch"]), cfg=cfg, meta=meta,
-                  params=params, trees=trees, rival=rival)
+                  params=params, trees=trees)
 
 
 def market_data(policy: Policy, bars: Bars, min_returns: int = 0) -> FoldData:
@@ -273,8 +253,7 @@ def _direction(fraction: float) -> str:
 def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
     """The target position for the bar after the last one of `bars` (filled at its open), with
     each member's Q-values and the mean VSN weights. `position`: the signed fraction of equity
-    held now (see `held_state`); 0 = flat. A fold that acts as its rival (`Policy.rival`)
-    targets `vol_target`'s position at its saved σ*; the members are reported, not acted on."""
+    held now (see `held_state`); 0 = flat."""
     if not (math.isfinite(position) and abs(position) <= MAX_HELD):
         raise InputError(f"option --position={position!r} is out of range: must be in "
                          f"[-{MAX_HELD:g}, {MAX_HELD:g}]")
@@ -282,8 +261,6 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
     t = len(bars) - 1
     target, aux, described, forecast, port = jax.tree.map(
         np.asarray, act(policy.params, data, held_state(t, position, data), policy.cfg))
-    if policy.rival is not None:  # the fold acts as its rival; the members are reported only
-        target = jnp.minimum(1.0, data.vol_ratio[t])
     labels, scale = make_head(policy.cfg).labels, float(policy.info["aux_scale"])
     members = []
     for s, frac in enumerate(map(float, described.pop("fraction"))):
@@ -295,7 +272,6 @@ def predict(policy: Policy, bars: Bars, position: float = 0.0) -> dict:
     prior = float(bar_context(data, t, policy.cfg.env).prior)
     return {
         "run_dir": str(policy.run_dir), "fold": policy.fold, "epoch": policy.epoch,
-        "acts_as": policy.acts_as,
         "fingerprint": policy.meta["fingerprint"], "data_file": bars.source,
         "data_sha256": bars.sha256, "last_bar": t,
         "last_date": _when(bars.dates[t]),
@@ -321,14 +297,6 @@ def _agent_rollout(params, data: FoldData, start: jax.Array, length: int,
                       jax.random.PRNGKey(cfg.seed + 1))
 
 
-@partial(jax.jit, static_argnums=(2, 3))
-def _rival_rollout(data: FoldData, start: jax.Array, length: int, cfg: RunConfig) -> Rollout:
-    """`vol_target` at the fold's saved σ* (`market_data`'s prior: a `--rival` fold that acts
-    as it)."""
-    return rollout(vol_target_decide(data, cfg), data, start, length, cfg,
-                   jax.random.PRNGKey(cfg.seed + 1))
-
-
 def _headline(returns: np.ndarray, ppy: float, baselines: dict[str, np.ndarray],
               seed: int) -> Headline:
     """PSR, MinTRL and the SPA against `baselines` (`superior_ability`) of the backtest's
@@ -351,14 +319,12 @@ def backtest(policy: Policy,
     baselines with the same costs: (the summary, every policy's rollout, the random policy's
     rollouts [R, bars], the prior of each decision [bars] (`Rollout.prior`)). The
     baselines fit to a fold's training data (ridge, gbm, vol target) are left out: the new
-    file has no train or validation block to fit them on. A fold that acts as its rival trades
-    `vol_target` at the fold's saved σ*."""
+    file has no train or validation block to fit them on."""
     data = market_data(policy, bars, min_returns=2)
     cfg, ppy, info = policy.cfg, float(policy.info["periods_per_year"]), policy.info
     start, end = policy.start, len(bars)
     steps = bucket(end - start)
-    agent = trim(_agent_rollout(policy.params, data, start, steps, cfg) if policy.rival is None
-                 else _rival_rollout(data, start, steps, cfg), end - start, axis=0)
+    agent = trim(_agent_rollout(policy.params, data, start, steps, cfg), end - start, axis=0)
     policies, metrics, rand, _ = compare(agent, data, start, end - start, steps, cfg, ppy,
                                          None)
     returns = np.asarray(agent.returns, np.float64)
@@ -368,7 +334,6 @@ def backtest(policy: Policy,
     entry = FoldEntry(
         fold=policy.fold, best_epoch=policy.epoch, ensemble_seeds=policy.meta["seeds"],
         best_setting=policy.meta["setting"], val_sharpe=policy.meta["val_sharpe"],
-        acts_as=policy.acts_as,
         checkpoint_dir=str(policy.run_dir / f"fold_{policy.fold}" / "checkpoints"),
         test_start=start, test_end=end,
         returns_file=str(Path(f"fold_{policy.fold}") / "test_returns.npz"),

@@ -267,14 +267,14 @@ def prepare(cfg: RunConfig, fit_trees: bool = True) -> Prepared:
     with `fit_trees`, fit the tree forecast's trees (`with_trees`; the slow part)."""
     cfg.validate()
     specs = data_specs(cfg.data.path)
-    if cfg.features.tree_forecast != "off" and len(specs) > 1:
-        raise InputError(f"option --tree-forecast={cfg.features.tree_forecast!r} (the default "
-                         "is validation): not with pooled instruments (--data "
-                         f"{cfg.data.path!r}): the trees are fit on the target's bars alone; "
-                         "pass --tree-forecast off")
-    if cfg.env.view == "trusted" and len(specs) > 1:
-        raise InputError(f"option --view trusted: not with pooled instruments (--data "
-                         f"{cfg.data.path!r}): its trust is measured on the target's bars alone")
+    if len(specs) > 1:  # the trees and the trust are fit on the target's bars alone
+        needs = [f"--{flag} {off}" for flag, value, off in (
+            ("tree-forecast", cfg.features.tree_forecast, "off"),
+            ("view", cfg.env.view, "excess")) if value != off]
+        if needs:
+            raise InputError(f"option --data {cfg.data.path!r}: pooled instruments need "
+                             f"{' '.join(needs)} (the trees' column and the trust in the "
+                             "forecast are fit on the target's bars alone)")
     bars, oracle_position = load_market(specs[0])
     feats = compute_features(bars.open, bars.high, bars.low, bars.close, bars.volume)
     folds = _layout(len(bars), feats, cfg)

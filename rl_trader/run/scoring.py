@@ -1,11 +1,7 @@
 """Scoring a finished run: each fold's best checkpoint once on test, beside the baselines.
 
 A fold stopped before its first checkpoint (non-finite training) has no test figures; the
-stitched record and the headline then cover the folds that were scored, and say so. With
-`--rival vol_target` (the default) a fold whose chosen ensemble's validation Sharpe is beaten by
-`vol_target`'s on the same bars acts as `vol_target`: its test figures are the rival's
-(`acts_as`), and `fold_<k>/rival.json` keeps σ* for `predict` and `backtest`. Every fold
-records the t of the chosen epoch's validation Sharpe edge over `vol_target` (study 35).
+stitched record and the headline then cover the folds that were scored, and say so.
 """
 
 from __future__ import annotations
@@ -18,26 +14,20 @@ from jax.sharding import Mesh
 
 from rl_trader.baselines.gbm import GbmFit, GbmFits
 from rl_trader.baselines.oracle import oracle_rollout
-from rl_trader.baselines.suite import BASELINES, baseline_rollouts, vol_target_val_returns
+from rl_trader.baselines.suite import BASELINES, baseline_rollouts
 from rl_trader.config import RunConfig
 from rl_trader.data.buckets import trim
 from rl_trader.data.fold_data import FoldData, pad_bars
-from rl_trader.data.prior import vol_target_positions
 from rl_trader.env import PORTFOLIO_NAMES
 from rl_trader.evaluation.headline import headline
-from rl_trader.evaluation.metrics import edge_t, performance, prior_figures, sharpe_of
+from rl_trader.evaluation.metrics import performance, prior_figures, sharpe_of
 from rl_trader.evaluation.record import FoldEntry, Performance, PriorFigures, RunSummary
 from rl_trader.evaluation.rollout import Rollout
-from rl_trader.evaluation.selection import best_of, rival_wins
-from rl_trader.evaluation.verdict import finite_or_none
 from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.run.prepare import Prepared
 from rl_trader.runtime.devices import describe_device, replicated
-from rl_trader.runtime.rundir import write_json
 from rl_trader.training.population import Population, split_keys, stack, take
 
-RIVAL_FILE = "rival.json"  # a fold's choice of its rival (--rival), where the rival won
-VAL_RETURNS_FILE = "val_returns.npz"  # the chosen ensemble's and vol_target's, per fold
 N_RANDOM_SEEDS = 16  # random-policy baseline: mean and spread over this many seeds
 
 
@@ -134,40 +124,6 @@ def save_returns(path: Path, bars: np.ndarray, dates: np.ndarray,
              **{name: np.asarray(r.returns, np.float64) for name, r in policies.items()})
 
 
-def save_val_returns(path: Path, bars: np.ndarray, dates: np.ndarray, agent: np.ndarray,
-                     vol_target: np.ndarray) -> None:
-    """A fold's `val_returns.npz`: its validation block's bar indices, their dates (int64 ns),
-    and the per-bar returns [val_len] (float64) of the ensemble the fold chose (`agent`) and
-    of `vol_target`, on which its choice and its edge t were taken: what a study pooling
-    several folds' validation evidence reads."""
-    np.savez(path, bars=bars, agent=np.asarray(agent, np.float64),
-             vol_target=np.asarray(vol_target, np.float64), dates=_ns(dates))
-
-
-def vol_target_validation(prep: Prepared, data: FoldData, agent_val: np.ndarray
-                          ) -> tuple[float, float, np.ndarray]:
-    """`vol_target`'s validation Sharpe on fold `data`, taken as the agent's ensembles' are
-    (`run.experiment`: the block's returns in float64 over its `val_len` bars, `sharpe_of`),
-    the t-statistic of the agent's Sharpe edge over it on those bars (`metrics.edge_t`) and
-    its returns [val_len]; `agent_val`: the chosen ensemble's validation returns [val_len]."""
-    returns = np.asarray(vol_target_val_returns(data, prep.val_steps, prep.cfg),
-                         np.float64)[:prep.val_len]
-    return sharpe_of(returns, prep.periods_per_year), edge_t(agent_val, returns), returns
-
-
-def chosen_val_returns(val_matrix: list[np.ndarray], epoch: int, ppy: float) -> np.ndarray:
-    """The validation returns [val_len] of the ensemble a fold chose at `epoch` (`best_of`
-    on their Sharpes), from the fold's trial matrix (per epoch [ensembles, val_len])."""
-    rows = np.asarray(val_matrix[epoch], np.float64)
-    return rows[best_of(range(len(rows)), [sharpe_of(r, ppy) for r in rows])]
-
-
-def rival_trials(val_sharpes: list[tuple[int, float]], rival: str) -> list[dict]:
-    """The rival's validation Sharpe in each scored fold, (fold, Sharpe) pairs: looked at when
-    the fold chose between it and the agent, so each is a trial of the DSR."""
-    return [{"fold": k, "rival": rival, "val_sharpe": s} for k, s in val_sharpes]
-
-
 def forecast_trials(prep: Prepared) -> list[dict]:
     """The trials of the folds' tree-forecast column (`Prepared.tree_forecast_trials`): each
     candidate whose validation Sharpe its choice looked at (the gbm grid; with --tree-forecast
@@ -189,25 +145,13 @@ def with_forecast_rows(prep: Prepared, val_matrix: list[list[np.ndarray]]
 
 
 def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: FoldData,
-                ckpt: FoldCheckpoints, history: list[dict], val_matrix: list[np.ndarray],
-                stitched: dict[str, list], gbm_fit: GbmFit) -> FoldEntry:
+                ckpt: FoldCheckpoints, history: list[dict], stitched: dict[str, list],
+                gbm_fit: GbmFit) -> FoldEntry:
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
     policies, metrics, rand, gbm = compare(agent, data, f.test[0], test_len, prep.test_steps,
                                            cfg, ppy, prep.val_steps, gbm_fit)
     meta = ckpt.metadata()
-    agent_val = chosen_val_returns(val_matrix, meta["epoch"], ppy)
-    rival_val, edge, vol_target_val = vol_target_validation(prep, data, agent_val)
-    acts_as = (cfg.train.rival if cfg.train.rival != "off"
-               and rival_wins(rival_val, meta["val_sharpe"]) else "agent")
-    if acts_as != "agent":  # the fold's policy is the rival's: on test, in predict, backtest
-        policies["agent"], metrics["agent"] = policies[acts_as], metrics[acts_as]
-        write_json(run_dir / f"fold_{f.index}" / RIVAL_FILE, {
-            "acts_as": acts_as, "fold": f.index, "rival_val_sharpe": rival_val,
-            "agent_val_sharpe": meta["val_sharpe"], "agent_edge_t": finite_or_none(edge),
-            "epoch": meta["epoch"],
-            "fingerprint": meta["fingerprint"],
-            "sigma_star": vol_target_positions(prep.bars.close, *f.train)[1]})
     if prep.oracle_position is not None:
         policies["oracle"] = trim(oracle_rollout(
             pad_bars(prep.oracle_position), data, data.test[0], prep.test_steps, cfg),
@@ -216,22 +160,15 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
         stitched[name].append(r)
     stitched["random_seeds"].append(rand)
     rel = Path(f"fold_{f.index}") / "test_returns.npz"
-    # the prior of each decision (0: flat, or a fold acting as its rival: no agent acts)
-    priors = (np.asarray(agent.prior, np.float64) if acts_as == "agent"
-              else np.zeros(test_len))
+    priors = np.asarray(agent.prior, np.float64)  # the prior of each decision (0: flat)
     save_returns(run_dir / rel, np.arange(*f.test), prep.bars.dates[f.test[0]:f.test[1]],
                  policies, rand, priors)
-    val_rel = Path(f"fold_{f.index}") / VAL_RETURNS_FILE
-    val_bars = np.arange(f.val[0], f.val[0] + prep.val_len)
-    save_val_returns(run_dir / val_rel, val_bars, prep.bars.dates[val_bars], agent_val,
-                     vol_target_val)
     return FoldEntry(
         fold=f.index, best_epoch=ckpt.best_epoch(), ensemble_seeds=meta["seeds"],
         best_setting=meta["setting"], val_sharpe=meta["val_sharpe"],
-        vol_target_val_sharpe=rival_val, vol_target_val_edge_t=finite_or_none(edge),
-        acts_as=acts_as, checkpoint_dir=str(Path(f"fold_{f.index}") / "checkpoints"),
+        checkpoint_dir=str(Path(f"fold_{f.index}") / "checkpoints"),
         test_start=f.test[0], test_end=f.test[1], gbm_choice=gbm, epochs=history,
-        returns_file=str(rel), val_returns_file=str(val_rel),
+        returns_file=str(rel),
         **test_figures(agent, policies, metrics, rand, priors, prep.market_names, cfg, ppy),
         **({"oracle_test_sharpe": sharpe_of(policies["oracle"].returns, ppy)}
            if "oracle" in policies else {}),
@@ -271,10 +208,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
             prep.test_len, axis=1)
         for j, k in enumerate(scored):
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
-                                     history[k], val_matrix[k], stitched, gbm_fits.result(k))
-        if cfg.train.rival != "off":
-            trials = trials + rival_trials([(entries[k].fold, entries[k].vol_target_val_sharpe)
-                                            for k in scored], cfg.train.rival)
+                                     history[k], stitched, gbm_fits.result(k))
     trials = trials + forecast_trials(prep)
     for c in ckpts:
         c.close()

@@ -261,7 +261,8 @@ def test_epsilon_greedy():
 
 # --- full-action (counterfactual) backups ---------------------------------------------------
 
-ENV2 = EnvConfig(magnitudes=(0.5, 1.0), commission_bps=1.0, slippage_bps=1.0, reward="log")
+ENV2 = EnvConfig(prior="flat", view="excess", magnitudes=(0.5, 1.0),
+                 commission_bps=1.0, slippage_bps=1.0, reward="log")
 COST = 2e-4  # commission + slippage per unit of traded notional
 SCALE, GAMMA = 100.0, 0.8
 # Positions in `position_actions` order: flat, short 0.5, short 1, long 0.5, long 1.

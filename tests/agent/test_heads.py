@@ -35,7 +35,7 @@ def head_and_outputs(name: str, lead: tuple[int, ...], prior: str = "flat"):
     """The head `name` of a small config (with `prior`) and its network's outputs on random
     observations with leading axes `lead`, from S members' params."""
     cfg = RunConfig(net=NetConfig(hidden=4, trunk=8, context=4, q_head=name),
-                    env=EnvConfig(prior=prior))
+                    env=EnvConfig(prior=prior, view="excess"))
     head = make_head(cfg)
     members = [init_params(head.network, make_obs(0), seed=s) for s in range(S)]
     params = jax.tree.map(lambda *x: jnp.stack(x), *members)

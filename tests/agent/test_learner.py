@@ -306,7 +306,8 @@ def test_hparams_fields_are_the_sweepable_names():
 
 
 # Positions in `position_actions` order: flat, short 0.5, short 1, long 0.5, long 1.
-ENV2 = EnvConfig(magnitudes=(0.5, 1.0), commission_bps=1.0, slippage_bps=1.0, reward="log")
+ENV2 = EnvConfig(prior="flat", view="excess", magnitudes=(0.5, 1.0),
+                 commission_bps=1.0, slippage_bps=1.0, reward="log")
 POSITIONS = (0.0, -0.5, -1.0, 0.5, 1.0)
 
 

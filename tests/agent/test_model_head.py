@@ -32,7 +32,8 @@ from rl_trader.data.fold_data import BarContext
 from rl_trader.errors import InputError
 from tests.helpers import P, init_params, make_obs
 
-ENV = EnvConfig(magnitudes=(0.5, 1.0), reward="log")  # K = 5: 0, −0.5, −1, +0.5, +1
+# K = 5: 0, −0.5, −1, +0.5, +1
+ENV = EnvConfig(prior="flat", view="excess", magnitudes=(0.5, 1.0), reward="log")
 POSITIONS = (0.0, -0.5, -1.0, 0.5, 1.0)
 
 
@@ -75,7 +76,8 @@ def test_assembly_by_hand_for_every_held_and_target_position():
     chex.assert_shape(q, (n, n))
     np.testing.assert_allclose(q, hand, rtol=1e-5, atol=1e-6)
     # the mean-variance reward curves by κ = 100·λ: at λ = 0.1 the a² term is ten times larger
-    mv = EnvConfig(magnitudes=(0.5, 1.0), reward="mean_variance", risk_aversion=0.1)
+    mv = EnvConfig(prior="flat", view="excess", magnitudes=(0.5, 1.0),
+                   reward="mean_variance", risk_aversion=0.1)
     q_mv = assemble(out, jnp.asarray(POSITIONS), flat_ctx(n), mv, 100.0)
     a = np.asarray(POSITIONS)
     np.testing.assert_allclose(np.asarray(q_mv) - np.asarray(q), -0.09 * a**2 * np.ones((n, 1)),
@@ -88,7 +90,8 @@ def test_the_assumed_reward_is_the_envs_on_a_three_bar_market(reward):
     target a at bars 0 and 1, `env.expected_reward` with the bar's known log return (μ = ℓ,
     m₂ = ℓ²) equals the reward `env.step` pays, up to the third-order terms (ℓ³ and the
     cost times ℓ)."""
-    cfg = EnvConfig(magnitudes=(0.5, 1.0), reward=reward, risk_aversion=0.1)
+    cfg = EnvConfig(prior="flat", view="excess", magnitudes=(0.5, 1.0), reward=reward,
+                    risk_aversion=0.1)
     close = np.asarray([100.0, 101.0, 99.5], np.float32)
     prices = env.Prices(open=jnp.asarray([100.0, 100.0, 101.0]), close=jnp.asarray(close))
     for t in (0, 1):
@@ -230,7 +233,8 @@ def test_an_update_moves_every_param_and_target_leaf(model_net):
 
 # --- the prior (--prior vol_target) -------------------------------------------------------
 
-PRIOR_ENV = EnvConfig(prior="vol_target")  # residuals 0.25, 0.5, 1, 2; mean-variance, κ = 10
+# residuals 0.25, 0.5, 1, 2; mean-variance, κ = 10
+PRIOR_ENV = EnvConfig(prior="vol_target", view="excess")
 
 
 def test_residual_positions_reach_both_ends_and_the_zero_action_holds_the_prior():
@@ -271,7 +275,7 @@ def test_forecasts_at_their_train_level_make_the_zero_residual_optimal_at_every_
     moves, the volatility and the drift level."""
     rng = np.random.default_rng(0)
     n = 500
-    cfg = EnvConfig(prior="vol_target", reward=reward)
+    cfg = EnvConfig(prior="vol_target", view="excess", reward=reward)
     prior = np.clip(np.cumsum(rng.normal(0, 0.05, n)) % 1.3, 0.0, 1.0)  # drifting π_t
     prior_tm1 = np.concatenate([[prior[0]], prior[:-1]])
     moved = prior_tm1 * (1 + rng.normal(0, 0.01, n))  # π_{t−1} after a bar's price move
@@ -384,7 +388,7 @@ def test_a_trusted_forecast_moves_the_optimum_to_the_blend_of_prior_and_sizing(w
 
 def test_the_trusted_view_needs_a_prior_and_the_model_head():
     with pytest.raises(InputError, match="--view.*excess with --prior flat"):
-        EnvConfig(view="trusted").validate()
+        EnvConfig(prior="flat", view="trusted").validate()
     generic = RunConfig(env=TRUSTED_ENV, net=NetConfig(q_head="generic"))
     with pytest.raises(InputError, match="--view.*excess with --q-head generic"):
         generic.validate()

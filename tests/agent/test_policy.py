@@ -1,6 +1,7 @@
 """The agent's greedy policy over an ensemble (`agent.policy.greedy_decide`): each head's
 choice, its reported Q and forecast."""
 
+import dataclasses
 
 import jax
 import numpy as np
@@ -74,8 +75,10 @@ def test_greedy_q_is_the_bdq_value_of_the_greedy_action():
 def test_model_head_ensemble_holds_the_best_position_of_its_mean_q():
     """The model head: each member's Q over the K positions is assembled from its forecasts,
     the env's cost of moving from the held position and its continuation; the ensemble holds
-    the argmax of the members' mean Q and reports that Q and the mean forecast μ̂."""
+    the argmax of the members' mean Q and reports that Q and the mean forecast μ̂ (on the flat
+    prior: the trusted view around vol_target is tests/agent/test_model_head.py's)."""
     cfg = tiny_config()  # the default head: model
+    cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, prior="flat", view="excess"))
     assert cfg.net.q_head == "model" and cfg.env.reward == "mean_variance"
     kappa = 100.0 * cfg.env.risk_aversion
     data, net, state, port, obs = decision_at_validation(cfg)

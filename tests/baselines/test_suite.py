@@ -1,33 +1,32 @@
-"""The baselines' suite: `vol_target`'s validation returns are its rollout's on the block."""
+"""The baselines' suite: every baseline over one segment, the fitted ones only where there is a
+train and validation block to fit them on."""
+
+import dataclasses
 
 import jax
 import numpy as np
 
-from rl_trader.baselines.suite import baseline_rollouts, vol_target_val_returns
-from rl_trader.evaluation.metrics import edge_t, sharpe_of
+from rl_trader.baselines.suite import BASELINES, FITTED_BASELINES, baseline_rollouts
 from rl_trader.run.prepare import prepare
-from rl_trader.run.scoring import vol_target_validation
 from tests.helpers import tiny_config
 
 
-def test_vol_target_val_returns_are_its_validation_rollouts():
-    """The validation block traded as the test blocks are (`baseline_rollouts` from the block's
-    first decision); the bars after the block (a shape bucket's padding) change nothing, and
-    the validation Sharpe is taken over the block's bars as the agent's is."""
-    prep = prepare(tiny_config())
+def test_new_bars_get_the_baselines_that_need_no_fit_and_the_same_rollouts():
+    """With `val_steps` None (a backtest's new bars) ridge, gbm and vol_target are left out and
+    the others trade as in scoring; the random policy runs once per key ([R, steps]); gbm is
+    left out without its forecast."""
+    cfg = tiny_config()
+    cfg = dataclasses.replace(cfg, features=dataclasses.replace(cfg.features, tree_forecast="off"),
+                              env=dataclasses.replace(cfg.env, view="excess"))
+    prep = prepare(cfg)
     data = prep.fold_data(0)
-    val_len = prep.val_len
-    runs = baseline_rollouts(data, data.val[0], val_len, prep.cfg,
-                             jax.random.split(jax.random.key(0), 2), prep.val_steps)
-    want = np.asarray(runs["vol_target"].returns)
-    got = np.asarray(vol_target_val_returns(data, prep.val_steps, prep.cfg))
-    assert prep.val_steps > val_len and got.shape == (prep.val_steps,)
-    # two programs of the same rollout: XLA may fuse the float32 step differently
-    np.testing.assert_allclose(got[:val_len], want, rtol=1e-5, atol=1e-9)
-    assert np.abs(want).max() > 0
-    agent = np.random.default_rng(0).normal(size=val_len)
-    sharpe, t, returns = vol_target_validation(prep, data, agent)
-    block = got[:val_len].astype(np.float64)
-    np.testing.assert_array_equal(returns, block)
-    assert sharpe == sharpe_of(block, prep.periods_per_year) != 0.0
-    assert t == edge_t(agent, block)
+    keys = jax.random.split(jax.random.key(0), 3)
+    scored = baseline_rollouts(data, data.test[0], prep.test_steps, cfg, keys, prep.val_steps)
+    new = baseline_rollouts(data, data.test[0], prep.test_steps, cfg, keys, None)
+    assert set(scored) == set(BASELINES) - {"gbm"}
+    assert set(new) == set(BASELINES) - set(FITTED_BASELINES)
+    assert scored["random"].returns.shape == (3, prep.test_steps)
+    assert np.abs(np.asarray(scored["vol_target"].returns)).max() > 0
+    for name, r in new.items():  # two programs of the same rollouts: XLA may fuse differently
+        np.testing.assert_allclose(np.asarray(r.returns), np.asarray(scored[name].returns),
+                                   rtol=1e-5, atol=1e-9)

@@ -60,13 +60,15 @@ def test_every_config_field_is_settable_from_the_command_line(section, name):
         value = "synthetic:ar1:1200:1"
     elif name == "backup":
         value = "all"  # "taken" is the generic head's: the model head (default) refuses it
-    needs = {"view": {"prior": "vol_target"}}.get(name, {})  # a view tilts a prior
-    cfg = parse("--preset", "smoke", *(a for k, v in needs.items() for a in as_argv(
-        flag_of(next(f for f in dataclasses.fields(cls) if f.name == k)), v)),
-                *as_argv(flag_of(field), value))
+    # the default view (trusted) tilts a prior, and only the model head weighs it
+    needs = ("env", "view", "excess") if name in ("prior", "q_head") else None
+    extra = [] if needs is None else as_argv(flag_of(next(
+        f for f in dataclasses.fields(SECTIONS[needs[0]]) if f.name == needs[1])), needs[2])
+    cfg = parse("--preset", "smoke", *extra, *as_argv(flag_of(field), value))
     assert getattr(getattr(cfg, section), name) == value
-    untouched = dataclasses.replace(getattr(cfg, section), **{name: getattr(base, name)},
-                                    **{k: getattr(base, k) for k in needs})
+    if needs is not None:
+        cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, view="trusted"))
+    untouched = dataclasses.replace(getattr(cfg, section), **{name: getattr(base, name)})
     assert untouched == base  # nothing else changed
 
 
@@ -94,16 +96,19 @@ def test_a_saved_config_reruns_exactly_and_options_override_it(tmp_path):
     assert again == dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=7))
 
 
-@pytest.mark.parametrize("section, name, now, before", [
-    ("train", "rival", "vol_target", "off")])  # runs before study 34 had no rival
+@pytest.mark.parametrize("section, name, now, before, later", [
+    ("env", "prior", "vol_target", "flat", ("view",)),  # runs before issue 58 had no prior
+    ("env", "view", "trusted", "excess", ())])  # runs before study 40 had no view
 def test_a_config_saved_before_a_field_keeps_its_old_behaviour(tmp_path, section, name, now,
-                                                               before):
-    """A config.json written before the field existed re-runs as it ran (`before`); a new run,
-    or a saved config holding the field, reads today's default (`now`)."""
+                                                               before, later):
+    """A config.json written before the field existed (and so before the fields added after
+    it, `later`) re-runs as it ran (`before`); a new run, or a saved config holding the field,
+    reads today's default (`now`)."""
     cfg = parse("--preset", "smoke")
     assert getattr(getattr(cfg, section), name) == now
     old = cfg.to_dict()
-    del old[section][name]
+    for field in (name, *later):
+        del old[section][field]
     path = tmp_path / "config.json"
     path.write_text(json.dumps(old))
     assert getattr(getattr(parse("--config", str(path)), section), name) == before

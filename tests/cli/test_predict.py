@@ -30,15 +30,6 @@ def test_portfolio_weights_or_not_read(capsys, weights, shown, hidden):
     assert shown in out and hidden not in out
 
 
-def test_a_fold_acting_as_its_rival_says_so(capsys):
-    """`--rival`: the target is the rival's, and the table says the members do not act."""
-    print_prediction(prediction({"position": 0.0}))
-    assert "rival" not in capsys.readouterr().out
-    print_prediction({**prediction({"position": 0.0}), "acts_as": "vol_target"})
-    out = " ".join(capsys.readouterr().out.split())
-    assert "the fold acts as vol_target" in out and "do not act" in out
-
-
 def test_the_target_is_told_as_prior_plus_residual(capsys):
     """`--prior vol_target`: the target is printed as the prior plus the agent's residual;
     under flat the prior is not mentioned."""

@@ -112,23 +112,6 @@ def test_the_spa_is_of_the_stitched_test_returns_the_run_wrote(smoke_run):
     assert spa == superior_ability(stitched.pop("agent"), stitched, summary["config"]["seed"])
 
 
-def test_each_folds_validation_returns_give_its_recorded_choice(smoke_run):
-    """`val_returns.npz`: the chosen ensemble's and `vol_target`'s returns on the fold's
-    validation bars, whose Sharpes and edge t are the ones the summary records."""
-    from rl_trader.evaluation.metrics import edge_t, sharpe_of
-
-    _, run_dir = smoke_run
-    summary = json.loads((run_dir / "summary.json").read_text())
-    ppy = summary["periods_per_year"]
-    for fold in summary["folds"]:
-        with np.load(run_dir / fold["val_returns_file"]) as z:
-            assert (np.diff(z["bars"]) == 1).all() and z["bars"][-1] < fold["test_start"]
-            assert z["dates"].shape == z["agent"].shape == z["vol_target"].shape
-            assert sharpe_of(z["agent"], ppy) == pytest.approx(fold["val_sharpe"], rel=1e-6)
-            assert sharpe_of(z["vol_target"], ppy) == fold["vol_target_val_sharpe"]
-            assert edge_t(z["agent"], z["vol_target"]) == fold["vol_target_val_edge_t"]
-
-
 def test_existing_run_dir_is_not_overwritten(smoke_run, capsys):
     _, run_dir = smoke_run
     before = (run_dir / "summary.json").read_bytes()

@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.stats as ss
 
 from rl_trader.data import load_bars
 from rl_trader.evaluation import metrics as M
@@ -178,19 +177,6 @@ def test_information_coefficient_is_pearson_on_the_host_and_under_jit():
     np.testing.assert_allclose(traced, want, rtol=1e-4)
     assert np.isnan(M.information_coefficient(np.full(5, 0.1), y[:5]))  # constant forecast
     assert np.isnan(M.information_coefficient(f[:5], np.r_[y[:4], 9.0], valid=1))
-
-
-def test_edge_t_is_the_paired_t_of_the_unit_volatility_difference():
-    """Against scipy's one-sample t on d = a/σ_a − b/σ_b; its sign is the Sharpes' order, it
-    does not see either series' scale, and a series without spread is no edge (NaN)."""
-    rng = np.random.default_rng(3)
-    a, b = rng.normal(0.05, 1.0, 800), rng.normal(0.0, 2.0, 800)
-    d = a / a.std(ddof=1) - b / b.std(ddof=1)
-    assert M.edge_t(a, b) == pytest.approx(ss.ttest_1samp(d, 0.0).statistic, rel=1e-12)
-    assert M.edge_t(3.0 * a, 0.5 * b) == pytest.approx(M.edge_t(a, b), rel=1e-12)
-    assert M.edge_t(b, a) == pytest.approx(-M.edge_t(a, b), rel=1e-12)
-    assert (M.edge_t(a, b) > 0) == (a.mean() / a.std(ddof=1) > b.mean() / b.std(ddof=1))
-    assert math.isnan(M.edge_t(a, a)) and math.isnan(M.edge_t([0.1], [0.2]))
 
 
 def test_prior_figures_by_hand():

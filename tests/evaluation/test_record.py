@@ -24,12 +24,10 @@ RUN_KEYS = ["folds", "stitched_test_sharpe", "stitched_buy_and_hold_test_sharpe"
             "data_sha256", "data_source", "data_pool", "n_bars", "periods_per_year",
             "feature_names", "device", "fingerprint", "stopped"]
 FOLD_KEYS = ["fold", "best_epoch", "ensemble_seeds", "best_setting", "val_sharpe",
-             "vol_target_val_sharpe", "vol_target_val_edge_t", "acts_as", "test_sharpe",
-             "buy_and_hold_test_sharpe", "checkpoint_dir", "test_start", "test_end",
-             "market_vsn_weights", "portfolio_vsn_weights", "baseline_test_sharpes",
+             "test_sharpe", "buy_and_hold_test_sharpe", "checkpoint_dir", "test_start",
+             "test_end", "market_vsn_weights", "portfolio_vsn_weights", "baseline_test_sharpes",
              "gbm_choice", "random_test_sharpe_mean", "random_test_sharpe_std", "metrics",
-             "prior", "epochs", "returns_file", "val_returns_file", "tree_forecast"]
-# (with --view trusted, `trust` follows `tree_forecast`)
+             "prior", "epochs", "returns_file", "tree_forecast", "trust"]
 
 
 def perf(sharpe: float) -> Performance:
@@ -39,7 +37,7 @@ def perf(sharpe: float) -> Performance:
 
 def summary() -> RunSummary:
     """A small summary: one scored fold, one stopped before its first checkpoint."""
-    scored = FoldEntry(fold=0, best_epoch=2, val_sharpe=0.4, acts_as="agent", test_sharpe=0.3,
+    scored = FoldEntry(fold=0, best_epoch=2, val_sharpe=0.4, test_sharpe=0.3,
                        test_start=10, test_end=20, metrics={"agent": perf(0.3)},
                        epochs=[{"epoch": 0, "val_sharpe": 0.4}])
     stopped = FoldEntry(fold=1, best_epoch=None, test_sharpe=None, test_start=20, test_end=30,
@@ -89,24 +87,27 @@ def test_a_value_of_the_wrong_type_is_refused_in_one_line_naming_its_key(edit, m
     assert "\n" not in str(err.value)
 
 
-def test_an_older_summary_is_upgraded_in_from_json():
-    """A scored fold from before the rival (study 34) reads as the agent's; figures an older
-    run lacks are `ABSENT` (falsy), not invented."""
+def test_an_older_summary_reads_as_it_was_written():
+    """Figures an older run lacks are `ABSENT` (falsy), not invented; a fold of a `--rival`
+    run (before study 40) keeps the baseline it acted as, which the report names."""
     obj = summary().to_json()
-    del obj["folds"][0]["acts_as"], obj["headline"]["spa"]
+    del obj["headline"]["spa"]
+    obj["folds"][0]["acts_as"] = "vol_target"
     back = RunSummary.from_json(obj)
-    assert back.folds[0].acts_as == "agent" and back.folds[1].acts_as is ABSENT
+    assert back.folds[0].acts_as == "vol_target" and back.folds[1].acts_as is ABSENT
     assert back.headline.spa is ABSENT and not back.headline.spa
     assert to_json(from_json(Performance, {"sharpe": 1}, "p")) == {"sharpe": 1}
 
 
 def test_keys_older_summaries_wrote_are_renamed_or_dropped():
-    """A fold's `best_seed` (before seed ensembles, 2026-11-30) is dropped; the SPA's
-    `p_no_baseline_beats_agent` (2026-12-03) reads as `p_some_baseline_beats_agent`."""
+    """A fold's `best_seed` (before seed ensembles, 2026-11-30) and the rival's validation
+    evidence (before study 40, 2026-12-07) are dropped; the SPA's `p_no_baseline_beats_agent`
+    (2026-12-03) reads as `p_some_baseline_beats_agent`."""
     obj = summary().to_json()
-    obj["folds"][0]["best_seed"] = 3
+    obj["folds"][0] |= {"best_seed": 3, "vol_target_val_sharpe": 0.5,
+                        "vol_target_val_edge_t": None, "val_returns_file": "fold_0/v.npz"}
     obj["headline"]["spa"] = {"agent_beats": {"flat": 0.2}, "p_agent_beats_all": 0.2,
                               "p_no_baseline_beats_agent": 0.7, "block_bars": 10, "reps": 99}
     back = RunSummary.from_json(obj)
     assert back.headline.spa.p_some_baseline_beats_agent == 0.7
-    assert "best_seed" not in to_json(back.folds[0]) and back.folds[0].best_epoch == 2
+    assert to_json(back.folds[0]) == to_json(summary().folds[0])

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl_trader.evaluation.selection import best_of, improves, rival_wins
+from rl_trader.evaluation.selection import best_of, improves
 
 NAN = float("nan")
 
@@ -38,11 +38,4 @@ def test_the_rule_is_the_same_traced_in_a_scan():
         return i_best
 
     assert int(running_best(scores)) == best_of(list(range(len(scores))), scores) == 2
-
-
-def test_a_rival_wins_only_when_strictly_better():
-    """`--rival`: a tie keeps the agent, a NaN rival never wins, a NaN agent (None) always
-    loses to a number."""
-    assert rival_wins(0.5, 0.4) and not rival_wins(0.4, 0.4) and not rival_wins(0.3, 0.4)
-    assert not rival_wins(float("nan"), 0.4) and rival_wins(-3.0, None)
 

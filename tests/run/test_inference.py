@@ -58,8 +58,7 @@ def tree_digest(root):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("inference")
-    cfg = tiny_config()  # the network acts in every fold (tests/run/test_scoring.py: --rival)
-    prep = prepare(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, rival="off")))
+    prep = prepare(tiny_config())  # the default's prior (vol_target) and view (trusted)
     run_dir = root / "run"
     experiment.run_experiment(prep, run_dir, log=lambda _: None)
     return prep, run_dir, write_csv(prep.bars, root / "bars.csv")
@@ -278,17 +277,14 @@ def test_a_run_saved_with_a_removed_option_is_refused_in_one_line(tmp_path):
     assert "\n" not in str(err.value) and "study 12" in str(err.value)
 
 
-def test_a_run_with_the_prior_acts_and_reports_prior_plus_residual(tmp_path, capsys):
-    """`--prior vol_target --view trusted`: scoring, `predict` and `backtest` all act around
-    the prior min(1, σ*/σ̂) of the fold's own σ* and with the fold's trust in its forecast
-    (both saved with the checkpoint), record the prior per decision (`prior_position`) and
-    split the target into prior + residual."""
-    cfg = tiny_config()
-    prep = prepare(dataclasses.replace(
-        cfg, env=dataclasses.replace(cfg.env, prior="vol_target", view="trusted"),
-        train=dataclasses.replace(cfg.train, rival="off")))
-    run_dir = tmp_path / "run"
-    summary = experiment.run_experiment(prep, run_dir, log=lambda _: None).to_json()
+def test_a_run_with_the_prior_acts_and_reports_prior_plus_residual(trained, tmp_path, capsys):
+    """The default `--prior vol_target --view trusted`: scoring, `predict` and `backtest` all
+    act around the prior min(1, σ*/σ̂) of the fold's own σ* and with the fold's trust in its
+    forecast (both saved with the checkpoint), record the prior per decision
+    (`prior_position`) and split the target into prior + residual."""
+    prep, run_dir, csv = trained
+    assert (prep.cfg.env.prior, prep.cfg.env.view) == ("vol_target", "trusted")
+    summary = json.loads((run_dir / "summary.json").read_text())
     for k, entry in enumerate(summary["folds"]):  # the trust the fold acted with, fit on train
         assert entry["trust"] == prep.trusts[k].to_dict()
         t, w = entry["trust"]["t"], entry["trust"]["w"]
@@ -307,7 +303,6 @@ def test_a_run_with_the_prior_acts_and_reports_prior_plus_residual(tmp_path, cap
     figures = summary["folds"][-1]["prior"]
     assert figures["prior"] == "vol_target"
     assert figures["mean_abs_residual"] == pytest.approx(np.mean(np.abs(residual)), rel=1e-6)
-    csv = write_csv(prep.bars, tmp_path / "bars.csv")
     code, out, err = run_cli(predict_cli.main, [str(run_dir), csv, "--json"], capsys)
     assert code == 0, err
     pred = json.loads(out)

@@ -18,12 +18,13 @@ TARGET, OTHER = "synthetic:ar1:1200:1", "synthetic:ar1:900:2"
 
 
 def _prep(data: str):
-    """The tiny run's preparation on `data`, without the tree forecast (which pooled
-    instruments refuse)."""
+    """The tiny run's preparation on `data`, without the tree forecast and the trust (which
+    pooled instruments refuse)."""
     cfg = tiny_config()
     return prepare(dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data),
                                        features=dataclasses.replace(cfg.features,
-                                                                    tree_forecast="off")))
+                                                                    tree_forecast="off"),
+                                       env=dataclasses.replace(cfg.env, view="excess")))
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,7 @@ def test_a_pooled_run_trains_and_says_what_it_pooled(tmp_path):
 
     run_dir = tmp_path / "pooled"
     assert main([*TINY_ARGS, "--epochs", "1", "--no-report", "--data", f"{TARGET},{OTHER}",
-                 "--tree-forecast", "off", "--run-dir", str(run_dir)]) == 0
+                 "--tree-forecast", "off", "--view", "excess", "--run-dir", str(run_dir)]) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["data_pool"] == [OTHER]
     assert all(np.isfinite(f["test_sharpe"]) for f in summary["folds"])
@@ -130,15 +131,19 @@ def test_a_pooled_run_trains_and_says_what_it_pooled(tmp_path):
         refuse_gate_data(f"{TARGET},synthetic:ar1:900:1001")
 
 
-def test_the_tree_forecast_is_refused_with_pooled_instruments():
-    """The default (`--tree-forecast validation`), with the way out in the same line."""
+def test_the_trees_and_the_trust_are_refused_with_pooled_instruments():
+    """The defaults (`--tree-forecast validation`, `--view trusted`), with the way out in the
+    same line: the options still to pass, and only those."""
     cfg = tiny_config()
-    cfg = dataclasses.replace(
-        cfg, data=dataclasses.replace(cfg.data, path=f"{TARGET},{OTHER}"),
-        features=dataclasses.replace(cfg.features, tree_forecast="validation"))
-    with pytest.raises(InputError, match="option --tree-forecast='validation' .*not with "
-                                         "pooled instruments.*pass --tree-forecast off$"):
-        prepare(cfg)
+    pooled = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=f"{TARGET},{OTHER}"))
+    assert (cfg.features.tree_forecast, cfg.env.view) == ("validation", "trusted")
+    with pytest.raises(InputError, match="option --data .*pooled instruments need "
+                                         "--tree-forecast off --view excess "):
+        prepare(pooled)
+    no_trees = dataclasses.replace(pooled, features=dataclasses.replace(cfg.features,
+                                                                        tree_forecast="off"))
+    with pytest.raises(InputError, match="pooled instruments need --view excess "):
+        prepare(no_trees)
 
 
 def test_the_trees_are_fit_in_their_own_step_and_no_fold_data_goes_without_them():

@@ -12,7 +12,7 @@ from jax.sharding import Mesh
 from rl_trader.agent.learner import HParams
 from rl_trader.baselines.oracle import oracle_rollout
 from rl_trader.baselines.ridge import Forecast, forecast_val_returns
-from rl_trader.baselines.suite import baseline_rollouts, vol_target_val_returns
+from rl_trader.baselines.suite import baseline_rollouts
 from rl_trader.config import DataConfig, FoldConfig, program_config
 from rl_trader.run.prepare import prepare
 from rl_trader.runtime.devices import POP_AXIS
@@ -104,5 +104,3 @@ def test_no_program_reads_a_field_that_program_config_drops():
     forecasts = Forecast(y_hat=jnp.zeros((2,) + data.aux_target.shape), scale=jnp.ones(2))
     jax.eval_shape(partial(forecast_val_returns.__wrapped__, val_steps=prep.val_steps,
                            cfg=unread), forecasts, data)
-    jax.eval_shape(partial(vol_target_val_returns.__wrapped__, val_steps=prep.val_steps,
-                           cfg=unread), data)

@@ -85,7 +85,9 @@ def test_epoch_updates_and_stays_finite(setup):
     assert float(metrics.epsilon) < CFG.agent.eps_start
 
 
-ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"))
+# on the flat prior, whose positions are the direction × magnitude grid checked below
+ALL = dataclasses.replace(CFG, agent=dataclasses.replace(CFG.agent, backup="all"),
+                          env=dataclasses.replace(CFG.env, prior="flat", view="excess"))
 
 
 def test_backup_all_trains_with_finite_metrics(setup):
@@ -123,8 +125,8 @@ def test_backup_all_trains_with_finite_metrics(setup):
 def test_the_model_head_trains_its_forecasts_and_acts_on_the_position_grid(setup):
     """`--q-head model` (the default) end to end: the random prefill is the generic head's
     (same key, same actions: the network is not read), epochs learn with finite metrics,
-    every target leaf moves under the EMA, and the greedy validation positions are among the
-    K positions."""
+    every target leaf moves under the EMA, and each greedy validation position is among the
+    K positions around its bar's prior."""
     prep, datas, model, val_len = setup
     cfg = CFG
     assert cfg.net.q_head == "model"
@@ -141,5 +143,6 @@ def test_the_model_head_trains_its_forecasts_and_acts_on_the_position_grid(setup
                          runner.learner.target_params, before)
     assert all(jax.tree.leaves(moved)), moved
     one = jax.tree.map(lambda x: x[None], runner.learner.params)
-    pos = np.asarray(model.evaluate(one, datas[0], datas[0].val[0], val_len, key).position)
-    assert np.all(np.isin(pos, np.asarray(model_head.position_fractions(cfg.env), np.float32)))
+    val = model.evaluate(one, datas[0], datas[0].val[0], val_len, key)
+    grid = np.asarray(model_head.position_fractions(cfg.env, val.prior))  # [bars, K]
+    assert np.all((np.asarray(val.position)[:, None] == grid).any(1))
