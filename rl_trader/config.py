@@ -124,8 +124,6 @@ VIEWS = ("excess", "trusted")  # how the forecast tilts the prior (`env.residual
 class EnvConfig:
     """Trading environment: actions, fills and costs (all on by default)."""
 
-    # vol_target since study 40 (2026-12-07), with --view trusted: the zero action holds the
-    # drift as vol_target does, and a forecast moves it only as far as it is trusted.
     prior: str = option(
         "vol_target", "the position the agent's zero action holds: vol_target, min(1, σ*/σ̂) "
         "(σ̂ the trailing 20-bar volatility, σ* its train median), with the action a residual "
