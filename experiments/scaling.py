@@ -75,10 +75,11 @@ def _free_port() -> int:
 
 
 def run_layout(procs: int, devs: int, args: list[str], run_dir: Path,
-               timeout: float) -> tuple[int, str]:
+               timeout: float, jax_cache: str = "off") -> tuple[int, str]:
     """Run the job as `procs` processes of `devs` devices; (worst return code, stderr tail).
-    A process that fails stops the others; past `timeout` seconds all stop (code 124)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RL_TRADER_JAX_CACHE": "off"}
+    A process that fails stops the others; past `timeout` seconds all stop (code 124).
+    `jax_cache`: the processes' compilation cache (RL_TRADER_JAX_CACHE; off: none)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RL_TRADER_JAX_CACHE": jax_cache}
     cmd = [sys.executable, "-m", "rl_trader.cli.train", *args, "--run-dir", str(run_dir)]
     port = _free_port()
     logs = [tempfile.TemporaryFile("w+") for _ in range(procs)]  # a pipe could fill and block
@@ -111,13 +112,13 @@ def run_layout(procs: int, devs: int, args: list[str], run_dir: Path,
 
 
 def measure(layout: str, size: int, args: list[str], steps: int, work: Path,
-            timeout: float) -> dict:
+            timeout: float, jax_cache: str = "off") -> dict:
     """One run's figures (its last epoch) from process 0's timings.json."""
     procs, devs = parse_layout(layout)
     run_dir = work / f"run_{layout}_{size}"
     shutil.rmtree(run_dir, ignore_errors=True)
     t0 = time.perf_counter()
-    rc, err = run_layout(procs, devs, args, run_dir, timeout)
+    rc, err = run_layout(procs, devs, args, run_dir, timeout, jax_cache)
     wall = time.perf_counter() - t0
     out = {"layout": layout, "processes": procs, "devices": procs * devs, "population": size,
            "steps_per_epoch": steps, "wall_s": round(wall, 2), "returncode": rc}
@@ -164,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", default=None, help="where the run directories go (default: a "
                                                 "temporary directory)")
     p.add_argument("--out", default="scaling.json")
+    p.add_argument("--jax-cache", default="off",
+                   help="the runs' compilation cache directory (default off: every run "
+                        "compiles, as a new configuration does; the timed last epoch is the "
+                        "same either way, the first epoch and the total are not)")
     a = p.parse_args(argv)
     if a.epochs < 2:
         p.error("option --epochs: must be ≥ 2 (the first epoch compiles)")
@@ -178,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                     "runs": [], "speedups": []}
     for layout in layouts:
         for size in sizes:
-            r = measure(layout, size, jobs[size], a.steps, work, a.timeout)
+            r = measure(layout, size, jobs[size], a.steps, work, a.timeout, a.jax_cache)
             result["runs"].append(r)
             result["speedups"] = speedups(result["runs"])
             Path(a.out).write_text(json.dumps(result, indent=2))

@@ -31,18 +31,31 @@ def test_speedups_are_against_one_device_at_the_same_population():
                                        "whole_epoch": 1.5}]
 
 
-def test_a_tiny_run_on_two_devices_writes_its_figures(tmp_path, monkeypatch):
-    """One real job through the harness (speed-ups from figures are the test above's)."""
+def test_a_tiny_run_on_four_devices_writes_its_figures(tmp_path, monkeypatch):
+    """One real job through the harness (speed-ups from figures are the test above's): the
+    configuration and the four devices of tests/runtime/test_devices.py's four-device run,
+    with the session's compilation cache (`--jax-cache`), so whichever runs second loads the
+    programs the other compiled."""
+    from rl_trader.cli.options import config_from_args, run_parser
+    from tests.runtime.test_devices import ARGS
+
+    extra = "--preset smoke --data synthetic:ar1:1200:3 --envs 4 --batch 8"
+    def config(args):  # the run's configuration (--no-report is the command's own option)
+        return config_from_args(run_parser("t", "").parse_args(
+            [a for a in args if a != "--no-report"]))
+
+    assert config(scaling.job_args(6, 2, 3, 8, 2, extra.split())) == config(ARGS)
     monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", "")
-                       + " --xla_force_host_platform_device_count=2")
+                       + " --xla_force_host_platform_device_count=4")
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     out = tmp_path / "scaling.json"
-    assert scaling.main(["--sizes", "4", "--layouts", "2", "--folds", "2", "--seeds", "2",
-                         "--steps", "8", "--args", "--preset smoke --envs 4 --batch 8",
+    assert scaling.main(["--sizes", "6", "--layouts", "4", "--folds", "2", "--seeds", "3",
+                         "--steps", "8", "--epochs", "2", "--args", extra,
+                         "--jax-cache", os.environ.get("RL_TRADER_JAX_CACHE", "off"),
                          "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     [run] = result["runs"]
-    assert (run["layout"], run["devices"], run["members"]) == ("2", 2, 4)
+    assert (run["layout"], run["devices"], run["members"]) == ("4", 4, 6)
     assert 0 < run["train_program_s"] <= run["epoch_s"]
     assert {"train_program", "validation", "checkpoints", "resume_state"} <= set(run["stages"])
     assert result["speedups"] == []  # no one-device run to compare with
