@@ -31,6 +31,7 @@ import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -67,8 +68,9 @@ class HParams:
 
     @staticmethod
     def from_config(cfg: AgentConfig) -> HParams:
-        """Every sweepable field of `cfg` as a float32 scalar."""
-        return HParams(**{name: jnp.float32(getattr(cfg, name)) for name in SWEEPABLE})
+        """Every sweepable field of `cfg` as a float32 scalar (on the host: no device
+        program)."""
+        return HParams(**{name: np.float32(getattr(cfg, name)) for name in SWEEPABLE})
 
 
 @struct.dataclass

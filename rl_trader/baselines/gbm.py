@@ -26,7 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 
 from rl_trader.baselines.ridge import RIDGE_ALPHAS, Forecast, forecast_val_returns
@@ -320,13 +320,13 @@ def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float,
     std; a `choice` not used: a column of zeros (a constant, which tells the network
     nothing), so every fold has the same variables."""
     if not choice.used:
-        zeros = jnp.asarray(np.zeros((data.features.shape[0], 1), np.float32))
+        zeros = jax.device_put(np.zeros((data.features.shape[0], 1), np.float32))
         return data.replace(tree_forecast=zeros), choice
     y_hat = cross_fitted_forecast(data, fit, gap)[:, None]
     a, b = (int(v) for v in np.asarray(data.train))
     norm = fit_normaliser(y_hat, a, b)
     choice = replace(choice, column_mean=float(norm.mean[0]), column_std=float(norm.std[0]))
-    return data.replace(tree_forecast=jnp.asarray(normalise(y_hat, norm, clip))), choice
+    return data.replace(tree_forecast=jax.device_put(normalise(y_hat, norm, clip))), choice
 
 
 def tree_column(choice: dict, trees: tuple | None, features: np.ndarray,

@@ -205,17 +205,18 @@ def device_fold_data(features: np.ndarray, open_: np.ndarray, close: np.ndarray,
                     vol_ratio=pad_bars(vol_ratio), trust=with_trust(0.0),
                     train=_host_int32(train), val=_host_int32(val), test=_host_int32(test),
                     episodes=_host_int32(np.asarray(episodes).reshape(-1, 2)),
-                    tree_forecast=jnp.asarray(np.zeros((bucket(len(close)), 0), np.float32)))
+                    tree_forecast=jax.device_put(np.zeros((bucket(len(close)), 0), np.float32)))
 
 
 def with_trust(w: float) -> jax.Array:
-    """`FoldData.trust` of value `w`, made on the host (no device program)."""
-    return jnp.asarray(np.float32(w))
+    """`FoldData.trust` of value `w`, made on the host and copied (`jax.device_put`: no
+    device program, where `jnp.asarray` compiles one per shape since jax 0.11)."""
+    return jax.device_put(np.float32(w))
 
 
 def _host_int32(x) -> jax.Array:
     """`x` as an int32 device array, converted on the host (no device program)."""
-    return jnp.asarray(np.asarray(x, np.int32))
+    return jax.device_put(np.asarray(x, np.int32))
 
 
 def pad_bars(x: np.ndarray) -> jax.Array:
@@ -223,7 +224,7 @@ def pad_bars(x: np.ndarray) -> jax.Array:
     with copies of bar T − 1 (converted on the host: no device program per length)."""
     x = np.asarray(x, np.float32)
     pad = bucket(len(x)) - len(x)
-    return jnp.asarray(np.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1), mode="edge"))
+    return jax.device_put(np.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1), mode="edge"))
 
 
 def fold_inference_metadata(feats: MarketFeatures, dates: np.ndarray, close: np.ndarray,

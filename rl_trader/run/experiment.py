@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import shutil
 import time
 from collections.abc import Callable
@@ -124,13 +125,17 @@ class Run:
                                process=process)
 
 
-@jax.jit
-def _finite(runners, metrics) -> jax.Array:
-    """[P, 3] flags: loss, gradient norm and every parameter finite, per member (the
-    validation returns are checked on the host as a fourth flag)."""
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _after_epoch(runners, metrics, n_groups: int, size: int) -> tuple[object, jax.Array]:
+    """What the host needs of an epoch's members, in one program: their params as ensembles
+    [G, S, ...] (`population.ensembles`) and [P, 3] flags: loss, gradient norm and every
+    parameter finite, per member (the validation returns are checked on the host as a fourth
+    flag)."""
     params_ok = jax.vmap(lambda p: jnp.all(jnp.stack(
         [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(p)])))(runners.learner.params)
-    return jnp.stack([jnp.isfinite(metrics.loss), jnp.isfinite(metrics.grad_norm), params_ok], 1)
+    finite = jnp.stack([jnp.isfinite(metrics.loss), jnp.isfinite(metrics.grad_norm),
+                        params_ok], 1)
+    return ensembles(runners.learner.params, n_groups, size), finite
 
 
 def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
@@ -324,14 +329,14 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     fault_point(f"epoch:{epoch}")
     learnt = runners.learner.params  # [members, ...]
     with clock.stage("validation"), run.compiles.first("validation program"):
-        acting = jax.device_put(ensembles(learnt, len(c.groups), c.n_seeds),
-                                replicated(c.mesh))
+        grouped, finite = _after_epoch(runners, metrics, len(c.groups), c.n_seeds)
+        acting = jax.device_put(grouped, replicated(c.mesh))
         val = trim(jax.tree.map(to_host, c.pop.evaluate(acting, c.val_data,
                                                         c.val_data.val[:, 0], prep.val_steps,
                                                         c.eval_keys)),
                    prep.val_len, axis=1)  # host arrays [G, val_len, ...]
         val_returns = val.returns.astype(np.float64)
-        finite = to_host(_finite(runners, metrics))
+        finite = to_host(finite)
     records, progress = state.records, state.progress
     records.val_returns[epoch] = val_returns
     with clock.stage("diagnostics"):

@@ -154,7 +154,7 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
     meta = ckpt.metadata()
     if prep.oracle_position is not None:
         policies["oracle"] = trim(oracle_rollout(
-            pad_bars(prep.oracle_position), data, data.test[0], prep.test_steps, cfg),
+            pad_bars(prep.oracle_position), data, np.int32(f.test[0]), prep.test_steps, cfg),
             test_len, axis=0)
     for name, r in policies.items():
         stitched[name].append(r)

@@ -162,7 +162,6 @@ def threefry_kernels(fn: Callable) -> Callable:
     return with_jax_settings(fn, {THREEFRY_KERNELS: True})
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
 def ensembles(tree: object, n_groups: int, size: int) -> object:
     """A population pytree [P, ...] in `members_of` order (pad members last) → [G, S, ...]:
     group g = (fold, setting) holds its S seeds, the ensemble that acts as the fold's policy."""
