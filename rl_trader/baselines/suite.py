@@ -19,6 +19,7 @@ from rl_trader.evaluation.rollout import Rollout, jit_per_program, rollout
 FITTED_BASELINES = ("ridge", "gbm", "vol_target")
 BASELINES = ("buy_and_hold", "flat", "momentum_20", "ridge", "gbm", "vol_target", "random")
 SUPERVISED_BASELINES = ("ridge", "gbm")  # forecasters of the next bar on the same features
+N_RANDOM_SEEDS = 16  # the random policy: its mean and spread over this many seeds
 
 
 @jit_per_program(2, 3, 5)

@@ -457,7 +457,7 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
         with run.compiles.first("scoring programs (test rollouts and baselines)"):
             summary = score_folds(run.prep, run.run_dir, run.cohort.pop, run.template,
                                   readers, run.cohort.fold_data, *records,
-                                  gbm_fits=run.gbm_fits,
+                                  gbm_fits=run.gbm_fits, keys=run.cohort.run_keys,
                                   mesh=None if is_multiprocess() else run.cohort.mesh)
     return dataclasses.replace(summary, fingerprint=run.fingerprint, stopped=stopped)
 

@@ -50,7 +50,7 @@ from rl_trader.evaluation.rollout import Aux, Rollout, rollout
 from rl_trader.evaluation.stats import min_track_record_length, moments, probabilistic_sharpe_ratio
 from rl_trader.run.checkpoint import FoldCheckpoints, fingerprint
 from rl_trader.run.prepare import TREE_FORECAST_NAME
-from rl_trader.run.scoring import compare, save_returns, test_figures
+from rl_trader.run.scoring import compare, random_keys, save_returns, test_figures
 from rl_trader.runtime.rundir import write_json
 
 SPACING_TOLERANCE = 0.25  # relative difference of periods per year refused between run and file
@@ -326,7 +326,7 @@ def backtest(policy: Policy,
     steps = bucket(end - start)
     agent = trim(_agent_rollout(policy.params, data, start, steps, cfg), end - start, axis=0)
     policies, metrics, rand, _ = compare(agent, data, start, end - start, steps, cfg, ppy,
-                                         None)
+                                         None, random_keys(cfg))
     returns = np.asarray(agent.returns, np.float64)
     priors = np.asarray(agent.prior, np.float64)
     dates = bars.dates[start:end]

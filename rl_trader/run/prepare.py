@@ -34,6 +34,7 @@ from rl_trader.baselines.gbm import (
     with_tree_forecast,
 )
 from rl_trader.baselines.ridge import fit_ridge
+from rl_trader.baselines.suite import N_RANDOM_SEEDS
 from rl_trader.config import RunConfig
 from rl_trader.data import Bars, data_specs, load, load_market
 from rl_trader.data.buckets import bucket
@@ -295,4 +296,5 @@ def prepare(cfg: RunConfig, fit_trees: bool = True) -> Prepared:
 def build_cohort(prep: Prepared, devices: int | None = None) -> Cohort:
     """Stage 2 of a run: the population of every fold's members (`training.population.build`)
     over the first `devices` local devices (default: all)."""
-    return build(prep.cfg, [prep.fold_data(k) for k in range(len(prep.folds))], devices)
+    return build(prep.cfg, [prep.fold_data(k) for k in range(len(prep.folds))], devices,
+                 N_RANDOM_SEEDS)

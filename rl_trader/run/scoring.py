@@ -14,7 +14,7 @@ from jax.sharding import Mesh
 
 from rl_trader.baselines.gbm import GbmFit, GbmFits
 from rl_trader.baselines.oracle import oracle_rollout
-from rl_trader.baselines.suite import BASELINES, baseline_rollouts
+from rl_trader.baselines.suite import BASELINES, N_RANDOM_SEEDS, baseline_rollouts
 from rl_trader.config import RunConfig
 from rl_trader.data.buckets import trim
 from rl_trader.data.fold_data import FoldData, pad_bars
@@ -26,9 +26,7 @@ from rl_trader.evaluation.rollout import Rollout
 from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.run.prepare import Prepared
 from rl_trader.runtime.devices import describe_device, replicated
-from rl_trader.training.population import Population, split_keys, stack, take
-
-N_RANDOM_SEEDS = 16  # random-policy baseline: mean and spread over this many seeds
+from rl_trader.training.population import Population, RunKeys, split_keys, stack, take
 
 
 def perf_of(r: Rollout, ppy: float) -> dict[str, float]:
@@ -65,8 +63,9 @@ def test_figures(acting: Rollout, policies: dict[str, Rollout], metrics: dict[st
 
 
 def compare(agent: Rollout, data: FoldData, start: int, length: int, steps: int,
-            cfg: RunConfig, ppy: float, val_steps: int | None, gbm: GbmFit | None = None
-            ) -> tuple[dict[str, Rollout], dict[str, dict], Rollout, dict]:
+            cfg: RunConfig, ppy: float, val_steps: int | None, random_keys: np.ndarray,
+            gbm: GbmFit | None = None) -> tuple[dict[str, Rollout], dict[str, dict], Rollout,
+                                                dict]:
     """The agent's rollout beside the baselines over bars [start, start + length) of `data`,
     same fills and costs: (rollouts by name, the random policy's first seed standing for it),
     metrics by name (the random policy's: the mean over `N_RANDOM_SEEDS` seeds), the random
@@ -75,9 +74,9 @@ def compare(agent: Rollout, data: FoldData, start: int, length: int, steps: int,
     to `length`. `val_steps`: the steps of the validation rollouts on which ridge and gbm are
     chosen (`Prepared.val_steps`); None (a backtest on new bars, which has no train or
     validation block) leaves out the baselines fit to the training data
-    (`baselines.suite.FITTED_BASELINES`). `gbm`: the gbm baseline's fit to `data` (`gbm.GbmFits`);
-    None leaves gbm out."""
-    random_keys = split_keys(np.int32(cfg.seed + 2), N_RANDOM_SEEDS)
+    (`baselines.suite.FITTED_BASELINES`). `random_keys`: the random policy's seeds' keys
+    [R, 2] (`random_keys`). `gbm`: the gbm baseline's fit to `data` (`gbm.GbmFits`); None
+    leaves gbm out."""
     fit = gbm
     base = baseline_rollouts(data, start, steps, cfg, random_keys, val_steps,
                                 None if fit is None else fit.forecast)
@@ -88,6 +87,12 @@ def compare(agent: Rollout, data: FoldData, start: int, length: int, steps: int,
     metrics["random"], _ = _over_seeds(rand, ppy)
     chosen = {} if fit is None else {"leaves": fit.leaves, "iterations": fit.iterations}
     return policies, metrics, rand, chosen
+
+
+def random_keys(cfg: RunConfig) -> jax.Array:
+    """The random policy's seeds' keys [N_RANDOM_SEEDS, 2], split(PRNGKey(seed + 2), R): a
+    run draws them with its others (`population.RunKeys.random`), a backtest alone."""
+    return split_keys(np.int32(cfg.seed + 2), N_RANDOM_SEEDS)
 
 
 def _over_seeds(rand: Rollout, ppy: float) -> tuple[dict[str, float], list[float]]:
@@ -146,11 +151,11 @@ def with_forecast_rows(prep: Prepared, val_matrix: list[list[np.ndarray]]
 
 def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: FoldData,
                 ckpt: FoldCheckpoints, history: list[dict], stitched: dict[str, list],
-                gbm_fit: GbmFit) -> FoldEntry:
+                gbm_fit: GbmFit, rand_keys: np.ndarray) -> FoldEntry:
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
     policies, metrics, rand, gbm = compare(agent, data, f.test[0], test_len, prep.test_steps,
-                                           cfg, ppy, prep.val_steps, gbm_fit)
+                                           cfg, ppy, prep.val_steps, rand_keys, gbm_fit)
     meta = ckpt.metadata()
     if prep.oracle_position is not None:
         policies["oracle"] = trim(oracle_rollout(
@@ -179,12 +184,15 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
 
 def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                 ckpts: list[FoldCheckpoints], fold_data: list[FoldData], history, trials,
-                val_matrix, gbm_fits: GbmFits, mesh: Mesh | None = None) -> RunSummary:
+                val_matrix, gbm_fits: GbmFits, keys: RunKeys,
+                mesh: Mesh | None = None) -> RunSummary:
     """Restore each fold's best acting params (`template`: an ensemble's learner state, zeros),
     score them once on test; the summary's content. The rollouts are `pop.evaluate`'s, with
     the params `replicated` on `mesh` as in validation (None: a multi-process run, scored by
     process 0 alone from host arrays), so a test block as long as a validation block reuses
-    the validation program instead of compiling it again. `gbm_fits`: the folds' gbm fits."""
+    the validation program instead of compiling it again. `gbm_fits`: the folds' gbm fits;
+    `keys`: the run's keys (the scored folds' test rollouts take the first of `keys.test`, the
+    random policy `keys.random`)."""
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]
     acting = {k: ckpts[k].restore_acting(template) for k in scored}
@@ -203,12 +211,11 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
         if mesh is not None:
             params = jax.device_put(params, replicated(mesh))
         tests = trim(pop.evaluate(
-            params, data, data.test[:, 0], prep.test_steps,
-            split_keys(np.int32(cfg.seed + 1), len(scored))),
+            params, data, data.test[:, 0], prep.test_steps, keys.test[:len(scored)]),
             prep.test_len, axis=1)
         for j, k in enumerate(scored):
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
-                                     history[k], stitched, gbm_fits.result(k))
+                                     history[k], stitched, gbm_fits.result(k), keys.random)
     trials = trials + forecast_trials(prep)
     for c in ckpts:
         c.close()

@@ -15,6 +15,7 @@ import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -57,30 +58,54 @@ def members_of(n_folds: int, n_settings: int, seeds: list[int]) -> list[Member]:
     return [Member(f, s, r) for f in range(n_folds) for s in range(n_settings) for r in seeds]
 
 
+class RunKeys(NamedTuple):
+    """Every PRNG key a run draws, made in one program (`run_keys`), as host arrays."""
+
+    members: np.ndarray  # [M, 2]: fold_in(fold_in(PRNGKey(seed), fold), member seed)
+    evaluate: np.ndarray  # [G, 2]: split(PRNGKey(seed), G), the validation rollouts'
+    test: np.ndarray  # [n_folds, 2]: split(PRNGKey(seed + 1), n_folds), the test rollouts'
+    random: np.ndarray  # [R, 2]: split(PRNGKey(seed + 2), R), the random policy's seeds
+
+
+def make_run_keys(run_seed: int, members: list[Member], n_groups: int, n_folds: int,
+                  n_random: int) -> RunKeys:
+    """The run's keys (`RunKeys`) for `members` in population order, `n_groups` ensembles,
+    `n_folds` folds and `n_random` random-policy seeds."""
+    keys = run_keys(np.int32(run_seed), np.int32(run_seed + 1), np.int32(run_seed + 2),
+                    np.asarray([m.fold for m in members], np.int32),
+                    np.asarray([m.seed for m in members], np.int32), n_groups, n_folds,
+                    n_random)
+    return RunKeys(*(np.asarray(k) for k in keys))
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6, 7))
+def run_keys(seed: jax.Array, seed_1: jax.Array, seed_2: jax.Array, folds: jax.Array,
+             seeds: jax.Array, n_groups: int, n_folds: int, n_random: int) -> tuple:
+    """`RunKeys`' arrays in one program (eagerly, one per primitive): `seed_1`, `seed_2` are
+    seed + 1 and seed + 2, made on the host. A key of `split(k, n)` depends on its index
+    alone (jax's partitionable threefry), so a prefix of `test` is what splitting into fewer
+    gives (tests/training/test_population.py)."""
+    root = jax.random.PRNGKey(seed)
+    members = jax.vmap(lambda f, s: jax.random.fold_in(jax.random.fold_in(root, f), s))(
+        folds, seeds)
+    return (members, jax.random.split(root, n_groups),
+            jax.random.split(jax.random.PRNGKey(seed_1), n_folds),
+            jax.random.split(jax.random.PRNGKey(seed_2), n_random))
+
+
 def population_inputs(members: list[Member], folds: list[FoldData],
                       settings: list[dict[str, float]],
-                      run_seed: int) -> tuple[jax.Array, FoldData, HParams]:
-    """Per-member keys, fold data and hyper-parameters, stacked on a leading axis.
+                      keys: np.ndarray) -> tuple[np.ndarray, FoldData, HParams]:
+    """Per-member keys (`RunKeys.members`, in `members`' order), fold data and
+    hyper-parameters, stacked on a leading axis.
 
     A member's key depends only on (run seed, fold, seed), not on its position in the
     population, so a member trains exactly as it would alone.
     """
-    keys = np.asarray(member_keys(np.int32(run_seed), np.asarray([m.fold for m in members],
-                                                                 np.int32),
-                                  np.asarray([m.seed for m in members], np.int32)))
     data = stack([folds[m.fold] for m in members])
     hps = stack([HParams(**{k: np.float32(v) for k, v in settings[m.setting].items()})
                  for m in members])
     return keys, data, hps
-
-
-@jax.jit
-def member_keys(run_seed: jax.Array, folds: jax.Array, seeds: jax.Array) -> jax.Array:
-    """Each member's key [M, 2], fold_in(fold_in(PRNGKey(run_seed), fold), seed), as one
-    program (eagerly, one per primitive)."""
-    root = jax.random.PRNGKey(run_seed)
-    return jax.vmap(lambda f, s: jax.random.fold_in(jax.random.fold_in(root, f), s))(folds,
-                                                                                   seeds)
 
 
 @functools.partial(jax.jit, static_argnums=1)
@@ -193,7 +218,12 @@ class Cohort:
     data: FoldData  # leaves [P_pad, ...] sharded
     hps: HParams  # leaves [P_pad] sharded
     val_data: FoldData  # leaves [G, ...] host numpy: each ensemble's fold
-    eval_keys: jax.Array  # [G, 2]: validation rollout keys
+    run_keys: RunKeys  # host arrays: the validation, test and random-policy keys among them
+
+    @property
+    def eval_keys(self) -> np.ndarray:
+        """[G, 2]: the validation rollouts' keys."""
+        return self.run_keys.evaluate
 
     @property
     def groups(self) -> list[Member]:
@@ -213,20 +243,21 @@ class Cohort:
         return [i for i, m in enumerate(self.members) if m.fold == fold]
 
 
-def build(cfg: RunConfig, fold_data: list[FoldData], devices: int | None = None) -> Cohort:
+def build(cfg: RunConfig, fold_data: list[FoldData], devices: int | None = None,
+          n_random: int = 0) -> Cohort:
     """Stage 2: every (fold, setting, seed) member with its fresh inputs, sharded over the first
     `devices` local devices (default: all), and the trainer's jitted programs. `fold_data`:
-    each fold's arrays."""
+    each fold's arrays; `n_random`: the random policy's seeds to draw keys for."""
     settings = grid(cfg, {k: list(v) for k, v in cfg.sweep})
     n_seeds = cfg.train.seeds
     members = members_of(len(fold_data), len(settings), list(range(n_seeds)))
     mesh = population_mesh(devices)
     padded = members + [members[0]] * (padded_size(len(members), mesh) - len(members))
-    keys, data, hps = shard_population(population_inputs(padded, fold_data, settings, cfg.seed),
-                                       mesh)
     groups = members[::n_seeds]
+    keys = make_run_keys(cfg.seed, padded, len(groups), len(fold_data), n_random)
+    sharded, data, hps = shard_population(
+        population_inputs(padded, fold_data, settings, keys.members), mesh)
     return Cohort(members=members, settings=settings, n_seeds=n_seeds, fold_data=fold_data,
                   mesh=mesh, pop=programs(cfg, mesh),
-                  keys=keys, data=data, hps=hps,
-                  val_data=stack([fold_data[m.fold] for m in groups]),
-                  eval_keys=split_keys(np.int32(cfg.seed), len(groups)))
+                  keys=sharded, data=data, hps=hps,
+                  val_data=stack([fold_data[m.fold] for m in groups]), run_keys=keys)

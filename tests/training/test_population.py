@@ -19,6 +19,8 @@ from rl_trader.runtime.devices import POP_AXIS
 from rl_trader.training.population import (
     PROGRAMS_KEPT,
     THREEFRY_KERNELS,
+    make_run_keys,
+    members_of,
     programs,
     threefry_kernels,
     with_jax_settings,
@@ -104,3 +106,18 @@ def test_no_program_reads_a_field_that_program_config_drops():
     forecasts = Forecast(y_hat=jnp.zeros((2,) + data.aux_target.shape), scale=jnp.ones(2))
     jax.eval_shape(partial(forecast_val_returns.__wrapped__, val_steps=prep.val_steps,
                            cfg=unread), forecasts, data)
+
+
+def test_the_run_keys_are_the_fold_ins_and_splits_they_stand_for():
+    """One program draws every key of a run: each member's fold_in(fold_in(PRNGKey(s), fold),
+    seed), and split(PRNGKey(s + i), n) for the validation (i = 0), test (1) and random-policy
+    (2) rollouts; a prefix of a split is the smaller split (the scored folds, where one
+    stopped)."""
+    members = members_of(2, 1, [0, 1, 2])
+    keys = make_run_keys(7, members, 2, 3, 16)
+    root = jax.random.PRNGKey(7)
+    want = [jax.random.fold_in(jax.random.fold_in(root, m.fold), m.seed) for m in members]
+    np.testing.assert_array_equal(keys.members, np.stack(want))
+    for got, seed, n in ((keys.evaluate, 7, 2), (keys.test, 8, 3), (keys.random, 9, 16)):
+        np.testing.assert_array_equal(got, jax.random.split(jax.random.PRNGKey(seed), n))
+    np.testing.assert_array_equal(keys.test[:2], jax.random.split(jax.random.PRNGKey(8), 2))
