@@ -117,8 +117,8 @@ class FoldEntry:
     ensemble_seeds: int | Absent = ABSENT
     best_setting: dict[str, float] | Absent = ABSENT
     val_sharpe: float | Absent = ABSENT
-    # written by runs before 2026-12-07 (`--rival`, removed by study 40): "agent", or the
-    # baseline the fold acted as on test; absent: the agent acted
+    # written by `--rival` runs, before 2026-12-07: "agent", or the baseline the fold acted
+    # as on test; absent: the agent acted
     acts_as: str | Absent = ABSENT
     test_sharpe: float | None | Absent = ABSENT
     buy_and_hold_test_sharpe: float | Absent = ABSENT
@@ -298,7 +298,7 @@ def _name(hint: Any) -> str:
 
 # Keys of a fold that older summaries wrote and this version does not: dropped on reading.
 _FOLD_RETIRED = ("best_seed",  # the chosen seed's index, before seed ensembles (2026-11-30)
-                 # the rival's validation evidence, before study 40 (2026-12-07)
+                 # the rival's validation evidence (`--rival`, before 2026-12-07)
                  "vol_target_val_sharpe", "vol_target_val_edge_t", "val_returns_file")
 # Keys of the SPA that older summaries named otherwise: their name then → now (2026-12-03).
 _SPA_RENAMED = {"p_no_baseline_beats_agent": "p_some_baseline_beats_agent"}

@@ -109,7 +109,7 @@ def _block(f: FoldEntry, dates: dict[int, str]) -> str:
 
 
 def rival_line(folds: tuple[FoldEntry, ...]) -> str:
-    """Which folds acted as their rival (`--rival`, in runs before study 40), in words; ''
+    """Which folds acted as their rival (`--rival`, in runs before 2026-12-07), in words; ''
     where none did."""
     acting = [(f.fold, f.acts_as) for f in folds if f.acts_as not in (ABSENT, "agent")]
     if not acting:
@@ -135,7 +135,7 @@ def trust_line(folds: tuple[FoldEntry, ...]) -> str:
 
 def acted(f: FoldEntry, epoch: str) -> str:
     """A fold's best-epoch cell: the epoch, and the rival it acted as where the agent showed no
-    edge over it on validation (`--rival`, in runs before study 40)."""
+    edge over it on validation (`--rival`, in runs before 2026-12-07)."""
     return epoch if f.acts_as in (ABSENT, "agent") else f"{epoch} → {f.acts_as}"
 
 
