@@ -4,7 +4,8 @@
 #   experiments/learner_study.sh OUT EPOCHS MARKET[@SEED][,...] NAME="OPTIONS" [NAME="OPTIONS" ...]
 # e.g. experiments/learner_study.sh out 10 ar1:5000:1,regime:5000:4@2 taken="" all="--backup all"
 # (MARKET@SEED trains that market with run seed SEED; default 0; A+B+C pools instruments:
-# --data synthetic:A,synthetic:B,synthetic:C, A traded and scored.) PARALLEL=1 runs the
+# --data synthetic:A,synthetic:B,synthetic:C, A traded and scored; a pool needs
+# --tree-forecast off --view excess among the OPTIONS.) PARALLEL=1 runs the
 # settings (NAME=...) as concurrent processes on one accelerator, each over every market;
 # PARALLEL=runs runs every (setting, market) as its own process, all at once (the studies of
 # docs/studies/: 20 runs share one H200 in about 5 minutes), logs in OUT/<name>-<market>.log.

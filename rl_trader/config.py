@@ -339,7 +339,9 @@ class RunConfig:
                "excess with --q-head generic (the model head alone weighs a view; trusted is "
                "the default, so pass --view excess)",
                self.env.view)
-        _check(0 <= self.seed < 2**31, "--seed", "an integer in [0, 2**31)", self.seed)
+        # seed + 2 keys the random policy (`population.RunKeys`): it must fit an int32 too
+        _check(0 <= self.seed < 2**31 - 2, "--seed", "an integer in [0, 2**31 - 2)",
+               self.seed)
         for name, values in self.sweep:
             if name not in SWEEPABLE:
                 raise InputError(f"option --sweep {name}: cannot be swept; sweepable are "

@@ -216,7 +216,7 @@ def with_trust(w: float) -> jax.Array:
 
 def _host_int32(x) -> jax.Array:
     """`x` as an int32 device array, converted on the host (no device program)."""
-    return jax.device_put(np.asarray(x, np.int32))
+    return jax.device_put(np.array(x, np.int32))  # a copy: on the CPU the device shares it
 
 
 def pad_bars(x: np.ndarray) -> jax.Array:

@@ -86,7 +86,8 @@ def headline(stitched: np.ndarray, trials: list[dict], val_matrix: list[list[np.
     sr, skew, kurt, n = moments(stitched)
     trial_sr = [deannualise_sharpe(t["val_sharpe"], ppy) for t in trials]
     deflated = deflated_sharpe_ratio(sr, n, skew, kurt, trial_sr, prior_trials)
-    pbos = [fold_pbo(np.concatenate(m, axis=0)) for m in val_matrix]
+    pbos = [fold_pbo(np.concatenate(m, axis=0)) for m in val_matrix
+            if m]  # a fold stopped in its first epoch has no trials
     pbos = [p for p in pbos if p is not None]
     mintrl = min_track_record_length(sr, skew, kurt)
     spa = superior_ability(stitched, baselines, seed)

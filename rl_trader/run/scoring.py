@@ -89,6 +89,15 @@ def compare(agent: Rollout, data: FoldData, start: int, length: int, steps: int,
     return policies, metrics, rand, chosen
 
 
+def test_keys(keys: RunKeys, n: int, cfg: RunConfig) -> np.ndarray:
+    """The test rollouts' keys of `n` scored folds, split(PRNGKey(seed + 1), n): the first `n`
+    of the run's (`RunKeys.test`), which are those under jax's partitionable threefry (its
+    default), else split again."""
+    if n == len(keys.test) or jax.config.jax_threefry_partitionable:
+        return keys.test[:n]
+    return np.asarray(split_keys(np.int32(cfg.seed + 1), n))
+
+
 def random_keys(cfg: RunConfig) -> jax.Array:
     """The random policy's seeds' keys [N_RANDOM_SEEDS, 2], split(PRNGKey(seed + 2), R): a
     run draws them with its others (`population.RunKeys.random`), a backtest alone."""
@@ -211,7 +220,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
         if mesh is not None:
             params = jax.device_put(params, replicated(mesh))
         tests = trim(pop.evaluate(
-            params, data, data.test[:, 0], prep.test_steps, keys.test[:len(scored)]),
+            params, data, data.test[:, 0], prep.test_steps, test_keys(keys, len(scored), cfg)),
             prep.test_len, axis=1)
         for j, k in enumerate(scored):
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],

@@ -82,9 +82,9 @@ def make_run_keys(run_seed: int, members: list[Member], n_groups: int, n_folds: 
 def run_keys(seed: jax.Array, seed_1: jax.Array, seed_2: jax.Array, folds: jax.Array,
              seeds: jax.Array, n_groups: int, n_folds: int, n_random: int) -> tuple:
     """`RunKeys`' arrays in one program (eagerly, one per primitive): `seed_1`, `seed_2` are
-    seed + 1 and seed + 2, made on the host. A key of `split(k, n)` depends on its index
-    alone (jax's partitionable threefry), so a prefix of `test` is what splitting into fewer
-    gives (tests/training/test_population.py)."""
+    seed + 1 and seed + 2, made on the host. Under jax's partitionable threefry (its default)
+    a key of `split(k, n)` depends on its index alone, so a prefix of `test` is what
+    splitting into fewer gives (tests/training/test_population.py; `scoring.test_keys`)."""
     root = jax.random.PRNGKey(seed)
     members = jax.vmap(lambda f, s: jax.random.fold_in(jax.random.fold_in(root, f), s))(
         folds, seeds)
@@ -243,8 +243,8 @@ class Cohort:
         return [i for i, m in enumerate(self.members) if m.fold == fold]
 
 
-def build(cfg: RunConfig, fold_data: list[FoldData], devices: int | None = None,
-          n_random: int = 0) -> Cohort:
+def build(cfg: RunConfig, fold_data: list[FoldData], devices: int | None,
+          n_random: int) -> Cohort:
     """Stage 2: every (fold, setting, seed) member with its fresh inputs, sharded over the first
     `devices` local devices (default: all), and the trainer's jitted programs. `fold_data`:
     each fold's arrays; `n_random`: the random policy's seeds to draw keys for."""

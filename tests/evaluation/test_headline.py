@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from rl_trader.evaluation.headline import SPA_REPS, superior_ability
+from rl_trader.evaluation.headline import SPA_REPS, headline, superior_ability
 from rl_trader.evaluation.stats import spa_test
 
 
@@ -41,3 +41,15 @@ def test_too_few_bars_or_no_baseline_give_no_test():
     rng = np.random.default_rng(2)
     assert superior_ability(rng.normal(size=7), {"flat": np.zeros(7)}, seed=0) is None
     assert superior_ability(rng.normal(size=50), {}, seed=0) is None
+
+
+def test_a_fold_without_trials_leaves_the_pbo_to_the_others():
+    """A fold stopped in its first epoch has no validation matrix: the headline's PBO is the
+    other folds' (here the one fold with trials), not an error."""
+    rng = np.random.default_rng(1)
+    stitched = rng.normal(0.0005, 0.01, 400)
+    trials = [{"val_sharpe": s} for s in (0.3, 0.1, -0.2, 0.5)]
+    fold = [rng.normal(0.0, 0.01, (2, 200)), rng.normal(0.0, 0.01, (2, 200))]
+    alone = headline(stitched, trials, [fold], 252.0, {"flat": np.zeros(400)}, seed=3)
+    both = headline(stitched, trials, [[], fold], 252.0, {"flat": np.zeros(400)}, seed=3)
+    assert both == alone and both.pbo is not None

@@ -46,3 +46,18 @@ def test_test_blocks_are_scored_by_the_validation_program(tmp_path, caplog):
         cands = prep.tree_forecast_trials[k]
         assert [t["val_sharpe"] for t in trials if t.get("forecast") and t["fold"] == k] == [
             sharpe_of(r, prep.periods_per_year) for r in cands.values()]
+
+
+def test_fewer_scored_folds_take_the_first_test_keys_or_a_split_of_their_own():
+    """The test rollouts' keys of n scored folds are split(PRNGKey(seed + 1), n): the first n
+    of the run's under jax's partitionable threefry (the default), split again without it."""
+    from rl_trader.training.population import make_run_keys, members_of
+
+    keys = make_run_keys(5, members_of(3, 1, [0]), 3, 3, 2)
+    want = jax.random.split(jax.random.PRNGKey(6), 2)
+    cfg = dataclasses.replace(tiny_config(), seed=5)
+    np.testing.assert_array_equal(scoring.test_keys(keys, 2, cfg), want)
+    np.testing.assert_array_equal(scoring.test_keys(keys, 3, cfg), keys.test)
+    with jax.threefry_partitionable(False):
+        np.testing.assert_array_equal(scoring.test_keys(keys, 2, cfg),
+                                      jax.random.split(jax.random.PRNGKey(6), 2))
