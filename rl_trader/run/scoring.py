@@ -26,7 +26,7 @@ from rl_trader.evaluation.rollout import Rollout
 from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.run.prepare import Prepared
 from rl_trader.runtime.devices import describe_device, replicated
-from rl_trader.training.population import Population, RunKeys, split_keys, stack, take
+from rl_trader.training.population import Population, RunKeys, make_run_keys, stack, take
 
 
 def perf_of(r: Rollout, ppy: float) -> dict[str, float]:
@@ -95,13 +95,13 @@ def test_keys(keys: RunKeys, n: int, cfg: RunConfig) -> np.ndarray:
     default), else split again."""
     if n == len(keys.test) or jax.config.jax_threefry_partitionable:
         return keys.test[:n]
-    return np.asarray(split_keys(np.int32(cfg.seed + 1), n))
+    return make_run_keys(cfg.seed, [], 0, n, 0).test
 
 
-def random_keys(cfg: RunConfig) -> jax.Array:
-    """The random policy's seeds' keys [N_RANDOM_SEEDS, 2], split(PRNGKey(seed + 2), R): a
-    run draws them with its others (`population.RunKeys.random`), a backtest alone."""
-    return split_keys(np.int32(cfg.seed + 2), N_RANDOM_SEEDS)
+def random_keys(cfg: RunConfig) -> np.ndarray:
+    """The random policy's seeds' keys [N_RANDOM_SEEDS, 2] (`population.RunKeys.random`): a
+    run draws them with its others, a backtest alone."""
+    return make_run_keys(cfg.seed, [], 0, 0, N_RANDOM_SEEDS).random
 
 
 def _over_seeds(rand: Rollout, ppy: float) -> tuple[dict[str, float], list[float]]:

@@ -108,12 +108,6 @@ def population_inputs(members: list[Member], folds: list[FoldData],
     return keys, data, hps
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def split_keys(seed: jax.Array, n: int) -> jax.Array:
-    """`jax.random.split(PRNGKey(seed), n)` [n, 2] as one program."""
-    return jax.random.split(jax.random.PRNGKey(seed), n)
-
-
 class Population:
     """The trainer's functions vmapped over a leading population axis and jitted once.
 
