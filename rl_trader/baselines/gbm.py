@@ -20,8 +20,10 @@ elsewhere, and with `off`, the column is zero.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -42,6 +44,7 @@ LEARNING_RATE = 0.05
 MIN_SAMPLES_LEAF = 40  # rows per leaf at least: a few thousand noisy rows per fold
 CROSS_FIT_BLOCKS = 5  # contiguous blocks of the train segment in `cross_fitted_forecast`
 TREES_FILE = "gbm_trees.pkl"  # a fold's trees (`save_trees`), where its column is used
+TREE_THREADS = 2  # scikit-learn's OpenMP threads while trees are fit or predict (`tree_threads`)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,20 @@ class GbmFit:
     # pickled: a fit read from the tree cache does not import scikit-learn (~1.3 s a process)
     # unless its trees are loaded (`load_trees`)
     model: bytes = field(default=b"", compare=False, repr=False)
+
+
+@contextlib.contextmanager
+def tree_threads() -> Iterator[None]:
+    """scikit-learn's OpenMP threads limited to `TREE_THREADS` in this thread, while trees are
+    fit or predict. A fold's fits are small (thousands of rows, a few dozen variables): on a
+    16-core host the default run's trees took 20.5 s with 16 threads and 14.6–14.8 s with 1, 2
+    or 4, bit for bit the same trees (one H200's host, 2026-12-07); on a 2-core CPU 2 threads
+    fit them in 6.6 s, 1 in 7.6 s. The cores left free compile the training program meanwhile
+    (`run.ahead`)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=TREE_THREADS, user_api="openmp"):
+        yield
 
 
 def _trees(leaves: int, iterations: int):
@@ -87,11 +104,12 @@ def _staged_fits(x: np.ndarray, y: np.ndarray, rows: np.ndarray,
     pickled)."""
     keep = set(counts)
     y_hats, models = [], []
-    for leaves in GBM_LEAVES:
-        model = _trees(leaves, counts[-1])
-        model.fit(x[rows], y[rows])
-        models.append(pickle.dumps(model))
-        y_hats += [p for i, p in enumerate(model.staged_predict(x), 1) if i in keep]
+    with tree_threads():
+        for leaves in GBM_LEAVES:
+            model = _trees(leaves, counts[-1])
+            model.fit(x[rows], y[rows])
+            models.append(pickle.dumps(model))
+            y_hats += [p for i, p in enumerate(model.staged_predict(x), 1) if i in keep]
     return np.stack(y_hats).astype(np.float32), models
 
 
@@ -120,9 +138,10 @@ def predict_trees(model, iterations: int, features: np.ndarray) -> np.ndarray:
     """ŷ [T] (float64) of `model`'s first `iterations` boosting iterations on `features`
     [T, F] (the normalised market variables): `GbmFit.forecast.y_hat` on a fold's own bars."""
     x = np.asarray(features, np.float64)
-    for i, y_hat in enumerate(model.staged_predict(x), 1):
-        if i == iterations:
-            return y_hat
+    with tree_threads():
+        for i, y_hat in enumerate(model.staged_predict(x), 1):
+            if i == iterations:
+                return y_hat
     raise ValueError(f"the trees hold fewer than {iterations} iterations")
 
 
@@ -245,12 +264,13 @@ def _block_forecasts(data: FoldData, leaves: int, iterations: int,
     rows = training_bars(data, np)
     t = np.arange(len(y))
     out = []
-    for lo, hi in cross_fit_blocks(data):
-        use = rows & ((t < lo - gap) | (t >= hi + gap))
-        key = fit_key("gbm block", (x, y, use), _settings(
-            leaves=leaves, iterations=iterations, block=(lo, hi)))
-        out.append((lo, hi, cached(key, lambda lo=lo, hi=hi, use=use: _trees(
-            leaves, iterations).fit(x[use], y[use]).predict(x[lo:hi]))))
+    with tree_threads():
+        for lo, hi in cross_fit_blocks(data):
+            use = rows & ((t < lo - gap) | (t >= hi + gap))
+            key = fit_key("gbm block", (x, y, use), _settings(
+                leaves=leaves, iterations=iterations, block=(lo, hi)))
+            out.append((lo, hi, cached(key, lambda lo=lo, hi=hi, use=use: _trees(
+                leaves, iterations).fit(x[use], y[use]).predict(x[lo:hi]))))
     return out
 
 

@@ -44,6 +44,7 @@ from rl_trader.evaluation.record import RunSummary
 from rl_trader.evaluation.rollout import decision_targets
 from rl_trader.evaluation.selection import best_of
 from rl_trader.report.figures import start_workers
+from rl_trader.run.ahead import CompileAhead
 from rl_trader.run.checkpoint import HOLDS_ACTING, FoldCheckpoints, ResumeState, fingerprint
 from rl_trader.run.prepare import Prepared, build_cohort, with_trees
 from rl_trader.run.run_state import (
@@ -170,8 +171,14 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
     """The stages, in order, inside the locked run directory."""
     log(format_folds(prep.folds, prep.bars.dates))
     t_start, clock = time.time(), Stopwatch()
+    # on an accelerator the training program compiles while the trees are fit (`ahead`)
+    ahead = CompileAhead(prep, devices) if prep.needs_trees and host_is_idle() else None
     with clock.stage("trees"):  # the tree forecast's fits, unless `prepare` made them
         prep = with_trees(prep)
+    if ahead is not None:
+        with clock.stage("compile_ahead"):  # what is left of it once the trees are fit
+            seconds = ahead.wait()
+        log(f"the training program: compiled in {seconds:.1f}s beside the tree fits")
     with clock.stage("population"):
         cohort = build_cohort(prep, devices)
     for k, choice in sorted(prep.tree_forecast_choices.items()):
@@ -219,10 +226,10 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
     cfg, c = prep.cfg, cohort
     n_members, n_epochs = len(c.members), cfg.train.epochs
     multi, pid = is_multiprocess(), jax.process_index()
-    # Zero host arrays with the members' structure (`jax.eval_shape`: nothing is compiled or
+    # Zero host arrays with the members' structure (`Population.init_shapes`: nothing is compiled or
     # copied): the restore templates, and the records' placeholder until the first epoch.
     zeros = jax.tree.map(lambda s: np.zeros((n_members,) + s.shape[1:], s.dtype),
-                         jax.eval_shape(c.pop.init, c.keys, c.data))
+                         c.pop.init_shapes(c.keys, c.data))
     template = jax.tree.map(lambda x: x[:c.n_seeds], zeros.learner)
     metrics0 = EpochMetrics(**{f.name: np.zeros((n_epochs, n_members))
                                for f in dataclasses.fields(EpochMetrics)})

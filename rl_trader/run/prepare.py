@@ -165,6 +165,16 @@ class Prepared:
             data = data.replace(trust=with_trust(trees.trust.w))
         return data
 
+    def placeholder_fold_data(self, k: int) -> FoldData:
+        """Fold k's device arrays with the trees' values at zero (the trust 0, the tree
+        forecast's column zeros): the shapes, dtypes and placement of `fold_data(k)`, known
+        before the trees are fit, for compiling its programs ahead (`run.ahead`)."""
+        data = self._arrays(k)
+        if self.cfg.features.tree_forecast == "off":
+            return data
+        return data.replace(tree_forecast=jax.device_put(
+            np.zeros((data.features.shape[0], 1), np.float32)))
+
     def _arrays(self, k: int) -> FoldData:
         """Fold k's device arrays without the tree forecast's column (zeros)."""
         return make_fold_data(self.bars.open, self.bars.close, self.features, self.folds[k],
@@ -293,8 +303,11 @@ def prepare(cfg: RunConfig, fit_trees: bool = True) -> Prepared:
     return with_trees(prep) if fit_trees else prep
 
 
-def build_cohort(prep: Prepared, devices: int | None = None) -> Cohort:
+def build_cohort(prep: Prepared, devices: int | None = None,
+                 placeholder: bool = False) -> Cohort:
     """Stage 2 of a run: the population of every fold's members (`training.population.build`)
-    over the first `devices` local devices (default: all)."""
-    return build(prep.cfg, [prep.fold_data(k) for k in range(len(prep.folds))], devices,
-                 N_RANDOM_SEEDS)
+    over the first `devices` local devices (default: all). With `placeholder`, on
+    `Prepared.placeholder_fold_data`: the run's shapes and programs before its trees are fit,
+    whose values mean nothing."""
+    data = prep.placeholder_fold_data if placeholder else prep.fold_data
+    return build(prep.cfg, [data(k) for k in range(len(prep.folds))], devices, N_RANDOM_SEEDS)

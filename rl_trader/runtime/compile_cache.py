@@ -8,10 +8,11 @@ import os
 from pathlib import Path
 
 
-def enable_compilation_cache() -> str | None:
-    """Turn on JAX's persistent compilation cache (RL_TRADER_JAX_CACHE=off disables it)."""
-    path = os.environ.get("RL_TRADER_JAX_CACHE",
-                          str(Path.home() / ".cache" / "rl_trader" / "jax"))
+def enable_compilation_cache(path: str | None = None) -> str | None:
+    """Turn on JAX's persistent compilation cache in `path` (default: RL_TRADER_JAX_CACHE, else
+    ~/.cache/rl_trader/jax; `off` disables it); the directory, or None when off."""
+    path = path or os.environ.get("RL_TRADER_JAX_CACHE",
+                                  str(Path.home() / ".cache" / "rl_trader" / "jax"))
     if path == "off":
         return None
     import jax

@@ -121,11 +121,19 @@ class Population:
         self.trainer = trainer
         out = {} if mesh is None else {"out_shardings": NamedSharding(mesh, PartitionSpec(
             POP_AXIS))}
-        self.init = threefry_kernels(jax.jit(jax.vmap(trainer.init), **out))
+        # the jitted init; `init` calls it under `threefry_kernels`, as a lowering should
+        self.init_program = jax.jit(jax.vmap(trainer.init), **out)
+        self.init = threefry_kernels(self.init_program)
         self.epoch = jax.jit(jax.vmap(trainer.epoch), donate_argnums=0, **out)
         # Over ensembles [G, S, ...] (see `ensembles`), whose count need not divide the mesh.
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, None, 0)),
                                 static_argnums=3)
+
+    def init_shapes(self, keys: jax.Array, data: FoldData) -> object:
+        """`init`'s outputs as `jax.ShapeDtypeStruct`s with their shardings (traced, nothing
+        compiled), without `init`'s process-wide threefry setting: safe beside another
+        thread's tracing."""
+        return jax.eval_shape(self.init_program, keys, data)
 
 
 PROGRAMS_KEPT = 4  # populations kept by `programs` (least recently used dropped)

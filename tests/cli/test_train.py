@@ -1,5 +1,7 @@
 """End to end: the main job on the CPU, its outputs and its refusals."""
 
+import contextlib
+import io
 import json
 
 import numpy as np
@@ -16,12 +18,13 @@ TOP_KEYS = {"folds", "stitched_test_sharpe", "geo_mean_test_sharpe", "fingerprin
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     """The smoke run, its gbm baselines fit while it trains, as on an accelerator (on the
-    CPU they are fit at scoring time: the other runs of the suite)."""
+    CPU they are fit at scoring time: the other runs of the suite); its log."""
     from rl_trader.baselines import gbm
     from rl_trader.run import experiment
 
     run_dir = tmp_path_factory.mktemp("runs") / "smoke"
     started = []
+    out = io.StringIO()
 
     class Recorded(gbm.GbmFits):
         def __init__(self, data, val_steps, cfg, background, made):
@@ -31,15 +34,16 @@ def smoke_run(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(experiment, "host_is_idle", lambda: True)
         mp.setattr(experiment, "GbmFits", Recorded)
-        code = main(["--preset", "smoke", "--folds", "3", "--epochs", "1", "--run-dir",
-                     str(run_dir)])
+        with contextlib.redirect_stdout(out):
+            code = main(["--preset", "smoke", "--folds", "3", "--epochs", "1", "--run-dir",
+                         str(run_dir)])
     # every fold's fit made before training, by the tree forecast's choice (the default)
     assert started == [(3, True, 3)]
-    return code, run_dir
+    return code, run_dir, out.getvalue()
 
 
-def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run, capsys):
-    code, run_dir = smoke_run
+def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run):
+    code, run_dir, _ = smoke_run
     assert code == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert TOP_KEYS <= set(summary)
@@ -71,23 +75,34 @@ def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run, capsys):
     assert lo <= hi and set(summary["stitched_random"]) == set(summary["stitched"]["random"])
     timings = json.loads((run_dir / "timings.json").read_text())
     stages = timings["stage_seconds"]  # where the time went, every stage of the run
-    assert set(stages) == {"trees", "population", "start", "train_program", "validation",
-                           "diagnostics", "checkpoints", "resume_state", "resume_wait", "score",
-                           "report"}
+    assert set(stages) == {"trees", "compile_ahead", "population", "start", "train_program",
+                           "validation", "diagnostics", "checkpoints", "resume_state",
+                           "resume_wait", "score", "report"}
     assert all(v >= 0 for v in stages.values())
     assert sum(stages.values()) <= timings["seconds_total"] + 1e-3
     [lap] = timings["epochs"]  # the one epoch, whole, and its stages
     assert lap["epoch"] == 0 and set(lap["stages"]) == stages.keys() - {
-        "trees", "population", "start", "score", "report"}
+        "trees", "compile_ahead", "population", "start", "score", "report"}
     assert sum(lap["stages"].values()) <= lap["seconds"] + 1e-3
     assert timings["seconds_per_epoch"][0] <= lap["seconds"]
+
+
+def test_the_training_program_is_compiled_while_the_trees_are_fit(smoke_run):
+    """The epoch program compiled ahead on the placeholder fold data (`run.ahead`) is the one
+    the first epoch calls: it compiles nothing, nor loads from the persistent cache."""
+    _, _, log = smoke_run
+    lines = log.splitlines()
+    ahead = [i for i, line in enumerate(lines) if "compiled in" in line and "beside the tree "
+             "fits" in line]
+    first = lines.index("training program: already compiled in this process")
+    assert ahead and ahead[0] < first
 
 
 def test_the_runs_table_reads_a_real_summary(smoke_run):
     """The keys `rl-trader runs` reads are the ones a run writes (its own tests fabricate them)."""
     from rl_trader.report.runs_table import run_rows
 
-    _, run_dir = smoke_run
+    _, run_dir, _ = smoke_run
     [row] = run_rows(run_dir.parent)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (row["status"], row["preset"], row["epochs"], row["folds"]) == ("done", "smoke", 1, 3)
@@ -103,7 +118,7 @@ def test_the_spa_is_of_the_stitched_test_returns_the_run_wrote(smoke_run):
     from rl_trader.baselines.suite import BASELINES
     from rl_trader.evaluation.headline import superior_ability
 
-    _, run_dir = smoke_run
+    _, run_dir, _ = smoke_run
     summary = json.loads((run_dir / "summary.json").read_text())
     files = [np.load(run_dir / f["returns_file"]) for f in summary["folds"]]
     stitched = {name: np.concatenate([z[name] for z in files]) for name in ("agent", *BASELINES)}
@@ -113,7 +128,7 @@ def test_the_spa_is_of_the_stitched_test_returns_the_run_wrote(smoke_run):
 
 
 def test_existing_run_dir_is_not_overwritten(smoke_run, capsys):
-    _, run_dir = smoke_run
+    _, run_dir, _ = smoke_run
     before = (run_dir / "summary.json").read_bytes()
     code = main(["--preset", "smoke", "--run-dir", str(run_dir)])
     assert code == 2
@@ -169,7 +184,7 @@ def test_summary_json_is_the_typed_record_written_back(smoke_run):
     from tests.evaluation.test_record import FOLD_KEYS as ORDER
     from tests.evaluation.test_record import RUN_KEYS
 
-    _, run_dir = smoke_run
+    _, run_dir, _ = smoke_run
     text = (run_dir / "summary.json").read_text()
     obj = json.loads(text)
     assert list(obj) == RUN_KEYS and all(list(f) == ORDER for f in obj["folds"])

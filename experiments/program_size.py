@@ -1,0 +1,106 @@
+"""The size of a run's two big programs and what compiling them costs, written as JSON.
+
+    python -m experiments.program_size [--out size.json] [--call] [--jax-cache DIR]
+                                       [-- train options]
+
+For the run the train options describe (default: `make train FOLDS=3`'s, `--folds 3` on the
+embedded data), the population's initialisation and epoch programs are lowered and compiled
+on placeholder fold data (`Prepared.placeholder_fold_data`: the run's shapes, no tree fits),
+with the persistent compilation cache off (`--jax-cache DIR` uses one). For each program: its
+HLO instruction count before XLA's passes (the lowered module) and after them (the compiled
+module), the seconds to trace and lower and to compile, and the instruction counts by opcode
+(the largest first). With `--call`, the programs are also called (init once, the epoch twice:
+the second call's seconds are the steady state) and a sha256 of the epoch's output params is
+kept, so that runs under other `XLA_FLAGS` can be compared bit for bit. Run it once per
+`XLA_FLAGS` setting: the flags are read when the backend starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+
+import jax
+import numpy as np
+
+from rl_trader.cli.options import config_from_args
+from rl_trader.cli.train import build_parser
+from rl_trader.run.prepare import build_cohort, prepare
+from rl_trader.runtime.compile_cache import enable_compilation_cache
+from rl_trader.training.population import threefry_kernels
+
+PROG = "python -m experiments.program_size"
+INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = [^=]*?\b([a-z][\w\-]*)\(", re.M)
+
+
+def instructions(hlo_text: str) -> collections.Counter:
+    """HLO instructions by opcode in an HLO module's text (every computation's)."""
+    return collections.Counter(INSTRUCTION.findall(hlo_text))
+
+
+def measure(lowerable, args: tuple) -> tuple[dict, object]:
+    """Trace, lower and compile `lowerable` (a jitted function) for `args`: counts and
+    seconds, and the compiled program."""
+    t0 = time.perf_counter()
+    lowered = lowerable.lower(*args)
+    t1 = time.perf_counter()
+    compiled = lowered.compile()
+    t2 = time.perf_counter()
+    before, after = instructions(lowered.as_text(dialect="hlo")), instructions(compiled.as_text())
+    return {"hlo_instructions": sum(before.values()),
+            "hlo_instructions_optimised": sum(after.values()),
+            "lower_seconds": round(t1 - t0, 3), "compile_seconds": round(t2 - t1, 3),
+            "opcodes_optimised": dict(after.most_common(12))}, compiled
+
+
+def params_digest(tree: object) -> str:
+    """sha256 of every leaf's bytes, in tree order."""
+    h = hashlib.sha256()
+    for x in jax.tree.leaves(tree):
+        h.update(np.ascontiguousarray(np.asarray(x)).tobytes())
+    return h.hexdigest()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="program_size.json")
+    parser.add_argument("--call", action="store_true",
+                        help="also call the programs: steady-state seconds and a digest")
+    parser.add_argument("--jax-cache", default="off",
+                        help="a persistent compilation cache directory (default off: every "
+                        "program is compiled; with one, a program found there is loaded and "
+                        "its compile seconds are the load's)")
+    parser.add_argument("train_args", nargs="*", help="train options (after --)")
+    args = parser.parse_args(argv)
+    enable_compilation_cache(args.jax_cache)
+    cfg = config_from_args(build_parser(PROG).parse_args(args.train_args or ["--folds", "3"]))
+    c = build_cohort(prepare(cfg, fit_trees=False), placeholder=True)
+    out: dict = {"device": jax.devices()[0].device_kind, "jax": jax.__version__,
+                 "xla_flags": os.environ.get("XLA_FLAGS", ""), "members": c.n_padded,
+                 "train_args": args.train_args}
+    out["init"], init = threefry_kernels(measure)(c.pop.init_program, (c.keys, c.data))
+    out["epoch"], epoch = measure(c.pop.epoch, (c.pop.init_shapes(c.keys, c.data), c.data,
+                                                c.hps))
+    if args.call:
+        runners = jax.block_until_ready(init(c.keys, c.data))
+        seconds = []
+        for _ in range(2):
+            t0 = time.perf_counter()
+            runners, _ = jax.block_until_ready(epoch(runners, c.data, c.hps))
+            seconds.append(round(time.perf_counter() - t0, 4))
+        out["epoch"]["call_seconds"] = seconds
+        out["epoch"]["params_sha256"] = params_digest(runners.learner.params)
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1)
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

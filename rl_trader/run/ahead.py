@@ -1,0 +1,53 @@
+"""The training program compiled ahead, in a thread, while the run fits its trees.
+
+A run that fits trees (`Prepared.needs_trees`: the tree forecast's column or the trust in the
+forecast) spends seconds on the host before its first device call, and compiling the epoch
+program is the longest wait after it. The program depends only on the fold data's shapes,
+dtypes and placement, all known before the trees: the column's width is fixed by the config
+and the trust is one scalar (`Prepared.placeholder_fold_data`). `CompileAhead` builds the
+cohort on that placeholder data and lowers and compiles the population's epoch program
+(`Population.epoch`) from the shapes of its initial state; JAX keeps the executable in its
+in-memory cache, so the run's first epoch, on the real data, calls it without compiling
+(and nothing in the result depends on where it was compiled).
+
+Only where the host's cores wait for an accelerator (`experiment.host_is_idle`): on a CPU
+backend the compiler and the fits share the same cores and the interpreter lock, and the
+default `make train FOLDS=3` on a 2-core CPU took longer with it (249.6 s against 235.4 s:
+the trees 31.4 s instead of 11.7 s, the compile in the thread 23.4 s; 2026-12-07).
+
+The initialisation program is compiled in the run's own thread as before: it is traced under a
+process-wide JAX setting (`population.threefry_kernels`) that must not change while this
+thread traces, which is why the run waits for `CompileAhead` before building its cohort.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from rl_trader.run.prepare import Prepared, build_cohort
+from rl_trader.runtime.compile_watch import unwatched
+
+
+class CompileAhead:
+    """Compiles `prep`'s epoch program for `devices` devices in a background thread, from
+    the moment it is made; `wait` returns the seconds it took (its compilations are left out
+    of the run's compile log, `compile_watch.unwatched`)."""
+
+    def __init__(self, prep: Prepared, devices: int | None) -> None:
+        pool = ThreadPoolExecutor(1, thread_name_prefix="compile-ahead")
+        self._future = pool.submit(_compile_epoch, prep, devices)
+        pool.shutdown(wait=False)
+
+    def wait(self) -> float:
+        """Block until the program is compiled; its seconds (an error in the thread is
+        raised here)."""
+        return self._future.result()
+
+
+def _compile_epoch(prep: Prepared, devices: int | None) -> float:
+    t0 = time.perf_counter()
+    with unwatched():
+        c = build_cohort(prep, devices, placeholder=True)
+        c.pop.epoch.lower(c.pop.init_shapes(c.keys, c.data), c.data, c.hps).compile()
+    return time.perf_counter() - t0

@@ -1,0 +1,58 @@
+"""The program-size measurement (experiments.program_size): instruction counts of HLO text, and
+one measurement of the tiny run's programs with a digest that a second call reproduces."""
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+
+from experiments.program_size import instructions, main
+from tests.helpers import TINY_ARGS
+
+HLO = """HloModule m
+
+%body (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %add.1 = f32[4]{0} add(f32[4]{0} %p, f32[4]{0} %p)
+}
+
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  %c = f32[4]{0} call(f32[4]{0} %x), to_apply=%body
+  ROOT %t = (f32[4]{0}) tuple(f32[4]{0} %c)
+}
+"""
+
+
+def test_instructions_are_counted_in_every_computation_by_opcode():
+    assert instructions(HLO) == {"parameter": 2, "add": 1, "call": 1, "tuple": 1}
+
+
+def test_instructions_of_a_lowered_program_grow_with_its_work():
+    def f(x, n):
+        for _ in range(n):
+            x = jnp.sin(x) * 2.0
+        return x
+
+    small, large = (instructions(jax.jit(f, static_argnums=1).lower(jnp.ones(3), n).as_text(
+        dialect="hlo")) for n in (1, 4))
+    assert large["sine"] == 4 * small["sine"] == 4
+
+
+def test_the_tiny_runs_programs_are_measured_and_the_epoch_is_reproducible(tmp_path):
+    args = [*TINY_ARGS, "--data", "synthetic:ar1:1200:1"]
+    out = tmp_path / "size.json"
+    # the session's compilation cache: the tiny run's programs, compiled once for the suite
+    cache = ["--jax-cache", os.environ.get("RL_TRADER_JAX_CACHE", "off")]
+    assert main(["--out", str(out), "--call", *cache, "--", *args]) == 0
+    first = json.loads(out.read_text())
+    for name in ("init", "epoch"):
+        p = first[name]
+        assert p["hlo_instructions"] > 100 and p["hlo_instructions_optimised"] > 100
+        assert p["compile_seconds"] >= 0 and p["lower_seconds"] >= 0
+        assert sum(p["opcodes_optimised"].values()) <= p["hlo_instructions_optimised"]
+    assert first["members"] == 2 and len(first["epoch"]["call_seconds"]) == 2
+    assert main(["--out", str(out), "--call", *cache, "--", *args]) == 0
+    assert json.loads(out.read_text())["epoch"]["params_sha256"] == first["epoch"][
+        "params_sha256"]
