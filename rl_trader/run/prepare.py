@@ -17,12 +17,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import jax
 import numpy as np
 
 from rl_trader.baselines.gbm import (
+    TREE_THREADS,
     GbmFit,
     TreeForecastChoice,
     Trust,
@@ -263,14 +266,26 @@ def pool_segments(target: Bars, folds: list[Fold], source: str, bars: Bars,
     return out
 
 
-def with_trees(prep: Prepared) -> Prepared:
+def tree_workers(n_folds: int) -> int:
+    """Folds whose trees are fit side by side: one per `gbm.TREE_THREADS` cores, at most
+    `n_folds` (on a 2-core CPU one, so the folds are fit one after another)."""
+    return max(1, min(n_folds, (os.cpu_count() or 1) // TREE_THREADS))
+
+
+def with_trees(prep: Prepared, workers: int | None = None) -> Prepared:
     """`prep` with each fold's trees (`fold_trees`) where `--tree-forecast validation` or
     `--view trusted` wants them (`Prepared.wants_trees`) and they are not yet fit; else `prep`
-    itself."""
+    itself. The folds are fit in `workers` threads (default `tree_workers`; the fits are
+    deterministic, so the trees are the same)."""
     if not prep.needs_trees:
         return prep
-    return dataclasses.replace(prep, trees=tuple(fold_trees(prep, k)
-                                                 for k in range(len(prep.folds))))
+    folds = range(len(prep.folds))
+    workers = workers or tree_workers(len(prep.folds))
+    if workers == 1:
+        return dataclasses.replace(prep, trees=tuple(fold_trees(prep, k) for k in folds))
+    with ThreadPoolExecutor(workers, thread_name_prefix="trees") as pool:
+        return dataclasses.replace(prep, trees=tuple(pool.map(
+            functools.partial(fold_trees, prep), folds)))
 
 
 def prepare(cfg: RunConfig, fit_trees: bool = True) -> Prepared:
