@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                  "xla_flags": os.environ.get("XLA_FLAGS", ""), "members": c.n_padded,
                  "train_args": args.train_args}
     out["init"], init = threefry_kernels(measure)(c.pop.init_program, (c.keys, c.data))
-    out["epoch"], epoch = measure(c.pop.epoch, (c.pop.init_shapes(c.keys, c.data), c.data,
-                                                c.hps))
+    out["epoch"], epoch = measure(c.pop.epoch, (jax.eval_shape(c.pop.init, c.keys, c.data),
+                                                c.data, c.hps))
     if args.call:
         runners = jax.block_until_ready(init(c.keys, c.data))
         seconds = []

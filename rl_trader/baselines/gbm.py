@@ -21,6 +21,7 @@ elsewhere, and with `off`, the column is zero.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 from collections.abc import Iterator
@@ -64,15 +65,18 @@ class GbmFit:
 
 @contextlib.contextmanager
 def tree_threads() -> Iterator[None]:
-    """scikit-learn's OpenMP threads limited to `TREE_THREADS` in this thread, while trees are
-    fit or predict. A fold's fits are small (thousands of rows, a few dozen variables): on a
+    """scikit-learn's OpenMP threads in this thread limited to `TREE_THREADS`, or fewer where
+    fewer are set already (`OMP_NUM_THREADS`: processes run side by side), while trees are fit
+    or predict. A fold's fits are small (thousands of rows, a few dozen variables): on a
     16-core host the default run's trees took 20.5 s with 16 threads and 14.6–14.8 s with 1, 2
     or 4, bit for bit the same trees (one H200's host, 2026-12-07); on a 2-core CPU 2 threads
     fit them in 6.6 s, 1 in 7.6 s. The cores left free compile the training program meanwhile
     (`run.ahead`)."""
-    from threadpoolctl import threadpool_limits
+    from sklearn.ensemble import HistGradientBoostingRegressor  # noqa: F401 (loads its OpenMP)
+    from threadpoolctl import threadpool_info, threadpool_limits
 
-    with threadpool_limits(limits=TREE_THREADS, user_api="openmp"):
+    now = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "openmp"]
+    with threadpool_limits(limits=min([TREE_THREADS, *now]), user_api="openmp"):
         yield
 
 
@@ -263,14 +267,16 @@ def _block_forecasts(data: FoldData, leaves: int, iterations: int,
     y = np.asarray(data.aux_target, np.float64)
     rows = training_bars(data, np)
     t = np.arange(len(y))
+    def fit_predict(use: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        with tree_threads():
+            return _trees(leaves, iterations).fit(x[use], y[use]).predict(x[lo:hi])
+
     out = []
-    with tree_threads():
-        for lo, hi in cross_fit_blocks(data):
-            use = rows & ((t < lo - gap) | (t >= hi + gap))
-            key = fit_key("gbm block", (x, y, use), _settings(
-                leaves=leaves, iterations=iterations, block=(lo, hi)))
-            out.append((lo, hi, cached(key, lambda lo=lo, hi=hi, use=use: _trees(
-                leaves, iterations).fit(x[use], y[use]).predict(x[lo:hi]))))
+    for lo, hi in cross_fit_blocks(data):
+        use = rows & ((t < lo - gap) | (t >= hi + gap))
+        key = fit_key("gbm block", (x, y, use), _settings(
+            leaves=leaves, iterations=iterations, block=(lo, hi)))
+        out.append((lo, hi, cached(key, functools.partial(fit_predict, use, lo, hi))))
     return out
 
 

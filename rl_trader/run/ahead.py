@@ -25,6 +25,8 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import jax
+
 from rl_trader.run.prepare import Prepared, build_cohort
 from rl_trader.runtime.compile_watch import unwatched
 
@@ -49,5 +51,8 @@ def _compile_epoch(prep: Prepared, devices: int | None) -> float:
     t0 = time.perf_counter()
     with unwatched():
         c = build_cohort(prep, devices, placeholder=True)
-        c.pop.epoch.lower(c.pop.init_shapes(c.keys, c.data), c.data, c.hps).compile()
+        # the initial state's shapes and shardings, traced without `init`'s threefry setting
+        # (process-wide: it must not change while the run's own thread traces)
+        runners = jax.eval_shape(c.pop.init_program, c.keys, c.data)
+        c.pop.epoch.lower(runners, c.data, c.hps).compile()
     return time.perf_counter() - t0

@@ -226,10 +226,10 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
     cfg, c = prep.cfg, cohort
     n_members, n_epochs = len(c.members), cfg.train.epochs
     multi, pid = is_multiprocess(), jax.process_index()
-    # Zero host arrays with the members' structure (`Population.init_shapes`: nothing is compiled or
+    # Zero host arrays with the members' structure (`jax.eval_shape`: nothing is compiled or
     # copied): the restore templates, and the records' placeholder until the first epoch.
     zeros = jax.tree.map(lambda s: np.zeros((n_members,) + s.shape[1:], s.dtype),
-                         c.pop.init_shapes(c.keys, c.data))
+                         jax.eval_shape(c.pop.init, c.keys, c.data))
     template = jax.tree.map(lambda x: x[:c.n_seeds], zeros.learner)
     metrics0 = EpochMetrics(**{f.name: np.zeros((n_epochs, n_members))
                                for f in dataclasses.fields(EpochMetrics)})

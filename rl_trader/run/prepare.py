@@ -267,9 +267,15 @@ def pool_segments(target: Bars, folds: list[Fold], source: str, bars: Bars,
 
 
 def tree_workers(n_folds: int) -> int:
-    """Folds whose trees are fit side by side: one per `gbm.TREE_THREADS` cores, at most
-    `n_folds` (on a 2-core CPU one, so the folds are fit one after another)."""
-    return max(1, min(n_folds, (os.cpu_count() or 1) // TREE_THREADS))
+    """Folds whose trees are fit side by side: one per `gbm.TREE_THREADS` of the process's
+    OpenMP threads (`OMP_NUM_THREADS`, else the cores), at most `n_folds`; one on a 2-core CPU
+    or with `OMP_NUM_THREADS=1` (processes run side by side), so the folds are fit one after
+    another."""
+    try:
+        threads = int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0])
+    except ValueError:
+        threads = os.cpu_count() or 1
+    return max(1, min(n_folds, threads // TREE_THREADS))
 
 
 def with_trees(prep: Prepared, workers: int | None = None) -> Prepared:

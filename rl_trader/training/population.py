@@ -121,7 +121,9 @@ class Population:
         self.trainer = trainer
         out = {} if mesh is None else {"out_shardings": NamedSharding(mesh, PartitionSpec(
             POP_AXIS))}
-        # the jitted init; `init` calls it under `threefry_kernels`, as a lowering should
+        # the jitted init, which `init` calls under `threefry_kernels` (traced without that
+        # process-wide setting, e.g. by `jax.eval_shape` in another thread, it is a trace of
+        # its own, and a lowering of it another program)
         self.init_program = jax.jit(jax.vmap(trainer.init), **out)
         self.init = threefry_kernels(self.init_program)
         self.epoch = jax.jit(jax.vmap(trainer.epoch), donate_argnums=0, **out)
@@ -129,11 +131,6 @@ class Population:
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, None, 0)),
                                 static_argnums=3)
 
-    def init_shapes(self, keys: jax.Array, data: FoldData) -> object:
-        """`init`'s outputs as `jax.ShapeDtypeStruct`s with their shardings (traced, nothing
-        compiled), without `init`'s process-wide threefry setting: safe beside another
-        thread's tracing."""
-        return jax.eval_shape(self.init_program, keys, data)
 
 
 PROGRAMS_KEPT = 4  # populations kept by `programs` (least recently used dropped)

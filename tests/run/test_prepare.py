@@ -184,3 +184,17 @@ def test_folds_fit_side_by_side_make_the_same_trees(monkeypatch):
             b.choice, b.trust, b.fit.leaves, b.fit.iterations)
         np.testing.assert_array_equal(a.fit.forecast.y_hat, b.fit.forecast.y_hat)
         np.testing.assert_array_equal(np.asarray(a.column), np.asarray(b.column))
+
+
+@pytest.mark.parametrize("omp, cores, workers", [(None, 16, 3), (None, 2, 1), ("1", 16, 1),
+                                                  ("4", 16, 2), ("8,2", 16, 3), ("x", 16, 3)])
+def test_tree_workers_follow_the_processs_openmp_threads(monkeypatch, omp, cores, workers):
+    """One fold per TREE_THREADS of OMP_NUM_THREADS (its first level), else of the cores."""
+    from rl_trader.run import prepare as prepare_module
+
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    monkeypatch.setattr(prepare_module.os, "cpu_count", lambda: cores)
+    assert prepare_module.tree_workers(3) == workers
