@@ -8,7 +8,6 @@ import jax
 import numpy as np
 import pytest
 
-from rl_trader.config import GBM_ITERATIONS
 from rl_trader.data.fold_data import training_bars
 from rl_trader.errors import InputError
 from rl_trader.run.prepare import prepare
@@ -168,33 +167,3 @@ def test_the_trees_are_fit_in_their_own_step_and_no_fold_data_goes_without_them(
     off = _prep(TARGET)
     assert with_trees(off) is off and not off.needs_trees
 
-
-def test_folds_fit_side_by_side_make_the_same_trees(monkeypatch):
-    """The folds' trees fit in threads (`with_trees(workers=…)`, an accelerator's host) are
-    the ones fit one fold after another, each fit made afresh (the tree cache off)."""
-    from rl_trader.run.prepare import with_trees
-
-    monkeypatch.setenv("RL_TRADER_TREE_CACHE", "off")
-    cfg = tiny_config()
-    lazy = prepare(dataclasses.replace(cfg, train=dataclasses.replace(
-        cfg.train, gbm_iterations=GBM_ITERATIONS[0])), fit_trees=False)
-    one, two = with_trees(lazy, workers=1), with_trees(lazy, workers=2)
-    for a, b in zip(one.trees, two.trees, strict=True):
-        assert (a.choice, a.trust, a.fit.leaves, a.fit.iterations) == (
-            b.choice, b.trust, b.fit.leaves, b.fit.iterations)
-        np.testing.assert_array_equal(a.fit.forecast.y_hat, b.fit.forecast.y_hat)
-        np.testing.assert_array_equal(np.asarray(a.column), np.asarray(b.column))
-
-
-@pytest.mark.parametrize("omp, cores, workers", [(None, 16, 3), (None, 2, 1), ("1", 16, 1),
-                                                  ("4", 16, 2), ("8,2", 16, 3), ("x", 16, 3)])
-def test_tree_workers_follow_the_processs_openmp_threads(monkeypatch, omp, cores, workers):
-    """One fold per TREE_THREADS of OMP_NUM_THREADS (its first level), else of the cores."""
-    from rl_trader.run import prepare as prepare_module
-
-    if omp is None:
-        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    else:
-        monkeypatch.setenv("OMP_NUM_THREADS", omp)
-    monkeypatch.setattr(prepare_module.os, "cpu_count", lambda: cores)
-    assert prepare_module.tree_workers(3) == workers
