@@ -71,7 +71,8 @@ def tree_threads() -> Iterator[None]:
     16-core host the default run's trees took 20.5 s with 16 threads and 14.6–14.8 s with 1, 2
     or 4, bit for bit the same trees (one H200's host, 2026-12-07); on a 2-core CPU 2 threads
     fit them in 6.6 s, 1 in 7.6 s. The cores left free compile the training program meanwhile
-    (`run.ahead`)."""
+    (`run.ahead`), which the fits on 16 threads had starved (one H100: 66.4 s cold against
+    61.3 s without compiling ahead)."""
     from sklearn.ensemble import HistGradientBoostingRegressor  # noqa: F401 (loads its OpenMP)
     from threadpoolctl import threadpool_info, threadpool_limits
 
@@ -267,6 +268,7 @@ def _block_forecasts(data: FoldData, leaves: int, iterations: int,
     y = np.asarray(data.aux_target, np.float64)
     rows = training_bars(data, np)
     t = np.arange(len(y))
+
     def fit_predict(use: np.ndarray, lo: int, hi: int) -> np.ndarray:
         with tree_threads():
             return _trees(leaves, iterations).fit(x[use], y[use]).predict(x[lo:hi])
