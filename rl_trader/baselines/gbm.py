@@ -340,6 +340,12 @@ def forecast_trust(data: FoldData, gap: int, cfg: RunConfig) -> Trust:
     return Trust(t=t, w=max(0.0, 1.0 - 1.0 / t**2) if t > 1 else 0.0, bars=n)
 
 
+def zero_column(data: FoldData) -> jax.Array:
+    """The tree forecast's column of a fold that does not use it: zeros [T_b, 1] float32 on
+    the device, the shape and placement of a used one."""
+    return jax.device_put(np.zeros((data.features.shape[0], 1), np.float32))
+
+
 def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float,
                        choice: TreeForecastChoice) -> tuple[FoldData, TreeForecastChoice]:
     """`data` with the cross-fitted forecast (`cross_fitted_forecast`) as its
@@ -348,8 +354,7 @@ def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float,
     std; a `choice` not used: a column of zeros (a constant, which tells the network
     nothing), so every fold has the same variables."""
     if not choice.used:
-        zeros = jax.device_put(np.zeros((data.features.shape[0], 1), np.float32))
-        return data.replace(tree_forecast=zeros), choice
+        return data.replace(tree_forecast=zero_column(data)), choice
     y_hat = cross_fitted_forecast(data, fit, gap)[:, None]
     a, b = (int(v) for v in np.asarray(data.train))
     norm = fit_normaliser(y_hat, a, b)

@@ -173,12 +173,15 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
     t_start, clock = time.time(), Stopwatch()
     # on an accelerator the training program compiles while the trees are fit (`ahead`)
     ahead = CompileAhead(prep, devices) if prep.needs_trees and host_is_idle() else None
-    with clock.stage("trees"):  # the tree forecast's fits, unless `prepare` made them
-        prep = with_trees(prep)
+    try:
+        with clock.stage("trees"):  # the tree forecast's fits, unless `prepare` made them
+            prep = with_trees(prep)
+    finally:  # also when the fits fail: nothing may trace while that thread does
+        if ahead is not None:
+            with clock.stage("compile_ahead"):  # what is left of it once the trees are fit
+                line = ahead.wait()
     if ahead is not None:
-        with clock.stage("compile_ahead"):  # what is left of it once the trees are fit
-            seconds = ahead.wait()
-        log(f"the training program: compiled in {seconds:.1f}s beside the tree fits")
+        log(line)
     with clock.stage("population"):
         cohort = build_cohort(prep, devices)
     for k, choice in sorted(prep.tree_forecast_choices.items()):

@@ -32,6 +32,7 @@ from rl_trader.baselines.gbm import (
     forecast_trust,
     tree_forecast_trials,
     with_tree_forecast,
+    zero_column,
 )
 from rl_trader.baselines.ridge import fit_ridge
 from rl_trader.baselines.suite import N_RANDOM_SEEDS
@@ -172,8 +173,7 @@ class Prepared:
         data = self._arrays(k)
         if self.cfg.features.tree_forecast == "off":
             return data
-        return data.replace(tree_forecast=jax.device_put(
-            np.zeros((data.features.shape[0], 1), np.float32)))
+        return data.replace(tree_forecast=zero_column(data))
 
     def _arrays(self, k: int) -> FoldData:
         """Fold k's device arrays without the tree forecast's column (zeros)."""

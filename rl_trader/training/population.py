@@ -132,7 +132,6 @@ class Population:
                                 static_argnums=3)
 
 
-
 PROGRAMS_KEPT = 4  # populations kept by `programs` (least recently used dropped)
 
 

@@ -1,5 +1,5 @@
 """The program-size measurement (experiments.program_size): instruction counts of HLO text, and
-one measurement of the tiny run's programs with a digest that a second call reproduces."""
+one measurement of the tiny run's programs."""
 
 import json
 import os
@@ -29,6 +29,19 @@ def test_instructions_are_counted_in_every_computation_by_opcode():
     assert instructions(HLO) == {"parameter": 2, "add": 1, "call": 1, "tuple": 1}
 
 
+def test_instructions_with_long_tuple_shapes_are_counted():
+    """XLA writes `/*index=5*/` inside a tuple shape of more than five elements (a loop's
+    carry): such an instruction counts too."""
+    def f(xs):
+        return jax.lax.fori_loop(0, 3, lambda i, c: tuple(x + i for x in c), xs)
+
+    text = jax.jit(f).lower(tuple(jnp.ones(2) for _ in range(7))).as_text(dialect="hlo")
+    assert "/*index=5*/" in text
+    counted = instructions(text)
+    assert counted["while"] == 1 and sum(counted.values()) == sum(
+        1 for line in text.splitlines() if " = " in line and "(" in line.split(" = ", 1)[1])
+
+
 def test_instructions_of_a_lowered_program_grow_with_its_work():
     def f(x, n):
         for _ in range(n):
@@ -40,7 +53,7 @@ def test_instructions_of_a_lowered_program_grow_with_its_work():
     assert large["sine"] == 4 * small["sine"] == 4
 
 
-def test_the_tiny_runs_programs_are_measured_and_the_epoch_is_reproducible(tmp_path):
+def test_the_tiny_runs_programs_are_measured(tmp_path):
     args = [*TINY_ARGS, "--data", "synthetic:ar1:1200:1"]
     out = tmp_path / "size.json"
     # the session's compilation cache: the tiny run's programs, compiled once for the suite
@@ -53,6 +66,4 @@ def test_the_tiny_runs_programs_are_measured_and_the_epoch_is_reproducible(tmp_p
         assert p["compile_seconds"] >= 0 and p["lower_seconds"] >= 0
         assert sum(p["opcodes_optimised"].values()) <= p["hlo_instructions_optimised"]
     assert first["members"] == 2 and len(first["epoch"]["call_seconds"]) == 2
-    assert main(["--out", str(out), "--call", *cache, "--", *args]) == 0
-    assert json.loads(out.read_text())["epoch"]["params_sha256"] == first["epoch"][
-        "params_sha256"]
+    assert len(first["epoch"]["params_sha256"]) == 64

@@ -167,3 +167,20 @@ def test_the_trees_are_fit_in_their_own_step_and_no_fold_data_goes_without_them(
     off = _prep(TARGET)
     assert with_trees(off) is off and not off.needs_trees
 
+
+@pytest.mark.parametrize("tree_forecast, view", [("validation", "trusted"), ("off", "trusted"),
+                                                 ("validation", "excess"), ("off", "excess")])
+def test_the_placeholder_fold_data_is_the_fold_datas_shape(tree_forecast, view):
+    """What the training program is compiled ahead on (`run.ahead`) has every leaf's shape,
+    dtype, weak type and placement of the fold data the run trains on, trees fit or not."""
+    cfg = tiny_config()
+    cfg = dataclasses.replace(
+        cfg, features=dataclasses.replace(cfg.features, tree_forecast=tree_forecast),
+        env=dataclasses.replace(cfg.env, view=view))
+    prep = prepare(cfg)
+    for k in range(len(prep.folds)):
+        real, placeholder = prep.fold_data(k), prep.placeholder_fold_data(k)
+        assert jax.tree.structure(real) == jax.tree.structure(placeholder)
+        for a, b in zip(jax.tree.leaves(real), jax.tree.leaves(placeholder), strict=True):
+            assert (a.shape, a.dtype, a.weak_type, a.sharding) == (
+                b.shape, b.dtype, b.weak_type, b.sharding)

@@ -1,0 +1,21 @@
+"""The training program compiled ahead (`run.ahead`): what its wait reports, and that an
+error in its thread costs only the head start. That the first epoch then compiles nothing is
+tested on the smoke run (tests/cli/test_train.py)."""
+
+from rl_trader.run import ahead
+
+
+def test_wait_reports_the_seconds_the_thread_took(monkeypatch):
+    monkeypatch.setattr(ahead, "_compile_epoch", lambda prep, devices: 12.34)
+    assert ahead.CompileAhead(None, None).wait() == (
+        "the training program: built, traced and compiled in 12.3s beside the tree fits")
+
+
+def test_an_error_in_the_thread_is_reported_and_the_run_goes_on(monkeypatch):
+    def fail(prep, devices):
+        raise MemoryError("out of device memory")
+
+    monkeypatch.setattr(ahead, "_compile_epoch", fail)
+    assert ahead.CompileAhead(None, None).wait() == (
+        "the training program could not be compiled ahead (MemoryError: out of device "
+        "memory); the first epoch compiles it")
