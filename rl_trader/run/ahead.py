@@ -56,6 +56,8 @@ class CompileAhead:
 
 
 def _compile_epoch(prep: Prepared, devices: int | None) -> float:
+    """The thread's work; its seconds. The placeholder cohort's device arrays are dropped when
+    it returns, before the run builds its own."""
     t0 = time.perf_counter()
     with unwatched():
         c = build_cohort(prep, devices, placeholder=True)
