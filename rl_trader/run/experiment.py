@@ -180,8 +180,7 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         if ahead is not None:
             with clock.stage("compile_ahead"):  # what is left of it once the trees are fit
                 line = ahead.wait()
-    if ahead is not None:
-        log(line)
+            log(line)
     with clock.stage("population"):
         cohort = build_cohort(prep, devices)
     for k, choice in sorted(prep.tree_forecast_choices.items()):
