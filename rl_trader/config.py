@@ -214,7 +214,7 @@ class AgentConfig:
 
     Defaults chosen by validation Sharpe on the planted-signal market `synthetic:ar1`
     (experiments.sweep; docs/findings.md). Test blocks were not looked at. The weight decay
-    shrinks the weight matrices only (`learner.kernel_mask`).
+    shrinks the weight matrices only (`optimizer.kernel_mask`).
     """
 
     learning_rate: float = option(1e-4, "Adam learning rate", flag="--lr", sweep=True)

@@ -36,6 +36,7 @@ import optax
 from flax import struct
 
 from rl_trader import env
+from rl_trader.agent.optimizer import clipped_adamw
 from rl_trader.config import SWEEPABLE, AgentConfig, EnvConfig, RunConfig
 from rl_trader.data.fold_data import BarContext, FoldData, Obs, bar_context, observe_batch
 from rl_trader.env import FLAT
@@ -82,25 +83,11 @@ class LossInfo:
     grad_norm: jax.Array = 0.0  # global norm of the gradient (set by `update`)
 
 
-def kernel_mask(params: chex.ArrayTree) -> chex.ArrayTree:
-    """True at the weight matrices (leaves named `kernel` or `*_kernel`), False at biases,
-    LayerNorm scales and offsets and the VSNs' `knots` (each variable's curve: values at
-    points, a table like an embedding's, not a matrix on activations): the leaves the weight
-    decay shrinks."""
-    return jax.tree_util.tree_map_with_path(
-        lambda path, _: str(getattr(path[-1], "key", path[-1])).endswith("kernel"), params)
-
-
 def make_optimizer(cfg: AgentConfig, hp: HParams) -> optax.GradientTransformation:
-    """One chain over all params: global-norm clip → Adam with decoupled weight decay λ:
-    θ ← θ − η·(adam(g) + λ·m⊙θ), with η and λ from `hp` (traced scalars) and m = 1 on the
-    kernels only (`kernel_mask`).
-
-    The state depends on neither η nor λ, so a population may share one optimiser structure.
-    """
-    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
-                       optax.adamw(hp.learning_rate, weight_decay=hp.weight_decay,
-                                   mask=kernel_mask))
+    """Global-norm clip → Adam with decoupled weight decay λ on the kernels, with η and λ from
+    `hp` (traced scalars), on the raveled params (`optimizer.clipped_adamw`). The state depends
+    on neither η nor λ, so a population may share one optimiser structure."""
+    return clipped_adamw(cfg.max_grad_norm, hp.learning_rate, hp.weight_decay)
 
 
 def init_train_state(params: chex.ArrayTree, cfg: AgentConfig) -> TrainState:

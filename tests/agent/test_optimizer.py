@@ -1,0 +1,79 @@
+"""The flat optimiser is optax's clip → AdamW chain on one raveled vector.
+
+XLA's CPU code divides and takes square roots to within a few ulp, and rounds differently in
+vector and scalar loops, which the leaf-by-leaf and the flat programs use at other elements; so
+the two agree to a few ulp here, not bit for bit (a wrong mask, a missing clip or a swapped
+step moves the params by orders of magnitude more)."""
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from rl_trader.agent.generic_head import QNetwork
+from rl_trader.agent.learner import HParams
+from rl_trader.agent.optimizer import clipped_adamw, flat_mask, kernel_mask
+from rl_trader.config import AgentConfig, NetConfig
+from tests.helpers import init_params, make_obs
+
+SMALL = NetConfig(hidden=4, trunk=8, context=4)
+
+
+@pytest.fixture(scope="module")
+def params():
+    return init_params(QNetwork(SMALL, 2), make_obs(1))
+
+
+def optax_chain(cfg: AgentConfig, hp: HParams) -> optax.GradientTransformation:
+    """The optimiser as optax writes it, leaf by leaf."""
+    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
+                       optax.adamw(hp.learning_rate, weight_decay=hp.weight_decay,
+                                   mask=kernel_mask))
+
+
+@pytest.mark.parametrize("scale", [1e-2, 1e2])  # the gradient's norm below and above the clip
+def test_three_steps_equal_optax_chain(params, scale):
+    """The same params after three steps of either (to 1e-6 relative: see the module's
+    docstring), on gradients under the clip norm and over it (clipped), with weight decay on
+    the kernels and none on the rest; Adam's moments are the chain's raveled."""
+    cfg = AgentConfig()
+    hp = HParams.from_config(cfg).replace(weight_decay=np.float32(0.3),
+                                          learning_rate=np.float32(0.01))
+
+    @jax.jit
+    def steps(params):
+        out = []
+        for tx in (clipped_adamw(cfg.max_grad_norm, hp.learning_rate, hp.weight_decay),
+                   optax_chain(cfg, hp)):
+            p, state, norms = params, tx.init(params), []
+            for i in range(3):
+                g = jax.tree.map(lambda x, i=i: scale * jnp.sin(3.0 * x + i), params)
+                norms.append(optax.tree.norm(g))
+                u, state = tx.update(g, state, p)
+                p = optax.apply_updates(p, u)
+            out.append((p, state, jnp.stack(norms)))
+        return out
+
+    (flat, flat_state, norms), (chain, chain_state, _) = steps(params)
+    assert (np.asarray(norms) > cfg.max_grad_norm).all() == (scale > 1)
+    assert (np.asarray(norms) < cfg.max_grad_norm).all() == (scale < 1)
+    for a, b in zip(jax.tree.leaves(flat), jax.tree.leaves(chain), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)  # steps of ~1e-2
+    adam = chain_state[1][0]
+    ravel = jax.flatten_util.ravel_pytree
+    np.testing.assert_allclose(flat_state.mu, ravel(adam.mu)[0], rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(flat_state.nu, ravel(adam.nu)[0], rtol=1e-6, atol=1e-12)
+    assert int(flat_state.count) == int(adam.count) == 3
+
+
+def test_flat_mask_is_kernel_mask_raveled(params):
+    """Element i of the flat mask is the mask of the leaf that element i of the raveled
+    params came from; both kinds of leaf exist."""
+    expected = jax.flatten_util.ravel_pytree(jax.tree.map(
+        lambda x, m: jnp.full(x.shape, float(m)), params, kernel_mask(params)))[0]
+    mask = flat_mask(params)
+    assert mask.dtype == bool and mask.shape == expected.shape
+    np.testing.assert_array_equal(mask, np.asarray(expected) == 1.0)
+    assert mask.any() and not mask.all()
