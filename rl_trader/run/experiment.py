@@ -59,7 +59,7 @@ from rl_trader.run.run_state import (
     fold_records,
     forecast_ic,
     horizon,
-    runner_fields,
+    runner_layout,
 )
 from rl_trader.run.scoring import score_folds, validation_summary
 from rl_trader.runtime.compile_watch import CompileLog, format_seconds, time_left, totals
@@ -260,7 +260,7 @@ def start(prep: Prepared, run_dir: Path, cohort: Cohort, log: Callable[[str], No
             save_trees(run_dir / f"fold_{f.index}" / TREES_FILE, prep.gbm_fits[k])
     if resume and run.resume_state.latest_epoch() is not None:
         meta = run.resume_state.meta()
-        check_resumable(meta, run_dir)
+        check_resumable(meta, run_dir, runner_layout(zeros))
         # members as saved: the padded population of the saving run's layout (older resume
         # states: the members alone); the first n_members are the run's own
         saved = meta.pop("members_saved", n_members)
@@ -379,7 +379,8 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
         # copy to the host ends before `save` returns, so the next epoch may donate them).
         run.resume_state.save(epoch, runners, records.replace(runners=None),
                               {**progress.to_json(), "members_saved": c.n_padded,
-                               "diagnostics": diagnostics_fields(), "runner": runner_fields()})
+                               "diagnostics": diagnostics_fields(),
+                               "runner_layout": runner_layout(runners)})
     run.laps.append({"epoch": epoch, "seconds": round(time.time() - t_epoch, 3),
                      "stages": clock.lap()})
     return RunState(runners=runners, records=records, progress=progress)

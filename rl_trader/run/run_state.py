@@ -8,8 +8,10 @@ from them (`fold_records`) is the same for a resumed and an uninterrupted run.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 from flax import struct
 
@@ -60,32 +62,34 @@ def diagnostics_fields() -> list[str]:
     return [f.name for f in dataclasses.fields(Diagnostics)]
 
 
-def runner_fields() -> list[str]:
-    """The names of `train.Runner`'s fields (a member's training state), saved with each
-    resume state."""
-    return [f.name for f in dataclasses.fields(Runner)]
+def runner_layout(runners: Runner) -> list[str]:
+    """Every leaf's path in a population's training state (`train.Runner`, the template or the
+    members), saved with each resume state: its fields, the learner's params and the optimiser's
+    state, the replay, the envs."""
+    return [jax.tree_util.keystr(path)
+            for path, _ in jax.tree_util.tree_flatten_with_path(runners)[0]]
 
 
-# A member's training state as saved before 2026-12-02, when resume states did not name their
-# fields (refused: today's members hold other fields).
-RUNNER_BEFORE_FIELD_LIST = ["learner", "envs", "replay", "key", "env_steps", "bag_key"]
-
-
-def check_resumable(meta: dict, run_dir: object) -> None:
+def check_resumable(meta: dict, run_dir: object, layout: list[str]) -> None:
     """Refuse (InputError) a resume state whose learning diagnostics or members' training
-    state are not this version's: `meta["diagnostics"]` and `meta["runner"]` (popped) name the
-    saved fields; states saved before those lists have none (`RUNNER_BEFORE_FIELD_LIST` for
-    the members). Such records do not fit this version's template."""
+    state are not this version's: `meta["diagnostics"]` names the saved diagnostics and
+    `meta["runner_layout"]` the saved state's leaves (`runner_layout`; this version's is
+    `layout`), both popped. A state saved with another layout (another field, an optimiser
+    state of another form) or before the layout was saved (2026-12-07) does not fit this
+    version's template: it is refused, never restored into the wrong leaves."""
     saved = meta.pop("diagnostics", None)
     if saved != diagnostics_fields():
         raise InputError(f"option --resume: the run in '{run_dir}' was saved by a version with "
                          f"other learning diagnostics ({', '.join(saved or ['no field list'])}); "
                          f"start a new run, or resume it with that version")
-    members = meta.pop("runner", RUNNER_BEFORE_FIELD_LIST)
-    if members != runner_fields():
+    meta.pop("runner", None)  # the top-level field names, all that states before the layout had
+    members = meta.pop("runner_layout", None)
+    if members != layout:
+        differ = ("saved before the layout was recorded" if members is None else next(
+            f"{a or 'nothing'} saved where this version has {b or 'nothing'}"
+            for a, b in itertools.zip_longest(members, layout) if a != b))
         raise InputError(f"option --resume: the run in '{run_dir}' was saved by a version whose "
-                         f"training state holds other fields ({', '.join(members)}; this "
-                         f"version's: {', '.join(runner_fields())}); start a new run, or "
+                         f"training state has another layout ({differ}); start a new run, or "
                          f"resume it with that version")
 
 

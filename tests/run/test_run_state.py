@@ -1,8 +1,11 @@
 """Learning diagnostics computed from the validation rollouts."""
 
+import jax
 import numpy as np
 import pytest
 
+from rl_trader.agent.learner import init_train_state
+from rl_trader.config import AgentConfig
 from rl_trader.errors import InputError
 from rl_trader.run.run_state import (
     Diagnostics,
@@ -14,7 +17,7 @@ from rl_trader.run.run_state import (
     forecast_ic,
     horizon,
     magnitude_fractions,
-    runner_fields,
+    runner_layout,
 )
 
 
@@ -53,28 +56,48 @@ def test_direction_fractions_count_short_flat_and_long_bars():
     np.testing.assert_allclose(got, [0.25, 0.25, 0.5])
 
 
+LAYOUT = ["['learner'].params['w']", "['learner'].opt_state.mu", "['key']"]
+
+
 def test_a_resume_state_with_other_diagnostics_is_refused_in_one_line():
-    meta = {"epochs_done": 2, "diagnostics": diagnostics_fields(), "runner": runner_fields()}
-    check_resumable(meta, "runs/x")
+    meta = {"epochs_done": 2, "diagnostics": diagnostics_fields(), "runner_layout": LAYOUT}
+    check_resumable(meta, "runs/x", LAYOUT)
     assert meta == {"epochs_done": 2}  # the field lists are popped: Progress reads the rest
     assert "forecast_ic" in diagnostics_fields()
     for old in ({"epochs_done": 2}, {"diagnostics": ["train_sharpe", "q_greedy"]}):
         with pytest.raises(InputError, match="option --resume: the run in 'runs/x' was saved "
                                              "by a version with other learning diagnostics"):
-            check_resumable(old, "runs/x")
+            check_resumable(old, "runs/x", LAYOUT)
 
 
 def test_a_resume_state_of_another_training_state_is_refused_in_one_line():
-    """A state saved before the members' field list, or with other fields (as those saved
-    with `bag_key` and `regressing` before issue 37), is refused naming them, not read as a
-    corrupt checkpoint."""
-    assert "regressing" not in runner_fields() and "bag_key" not in runner_fields()
-    before_37 = ["learner", "envs", "replay", "key", "env_steps", "bag_key", "regressing"]
-    for members in (None, ["learner", "key"], before_37):
-        meta = {"diagnostics": diagnostics_fields()}
-        if members is not None:
-            meta["runner"] = members
-        with pytest.raises(InputError, match="option --resume: the run in 'runs/x' was saved "
-                                             "by a version whose training state holds other "
-                                             "fields"):
-            check_resumable(meta, "runs/x")
+    """A state saved before the layout was recorded (its top-level field names only), or with
+    another layout (a field more, an optimiser state of another form: the leaf-by-leaf Adam
+    moments before 2026-12-07), is refused saying where the layouts part, not restored into
+    the wrong leaves or read as a corrupt checkpoint."""
+    leaf_by_leaf = [LAYOUT[0], "['learner'].opt_state[1][0].mu['w']", "['key']"]
+    for saved, says in ((None, "saved before the layout was recorded"),
+                        (leaf_by_leaf, "['learner'].opt_state[1][0].mu['w'] saved where this "
+                                       "version has ['learner'].opt_state.mu"),
+                        (LAYOUT[:2], "nothing saved where this version has ['key']")):
+        meta = {"diagnostics": diagnostics_fields(), "runner": ["learner", "key"]}
+        if saved is not None:
+            meta["runner_layout"] = saved
+        with pytest.raises(InputError) as e:
+            check_resumable(meta, "runs/x", LAYOUT)
+        assert str(e.value) == (
+            f"option --resume: the run in 'runs/x' was saved by a version whose training state "
+            f"has another layout ({says}); start a new run, or resume it with that version")
+
+
+def test_the_layout_names_every_leaf_of_the_training_state():
+    """Every leaf of a state, nested fields included (the learner's params and its optimiser's
+    state), in the order the resume state saves them."""
+    params = {"dense": {"kernel": np.zeros((2, 3), np.float32), "bias": np.zeros(3, np.float32)}}
+    state = init_train_state(params, AgentConfig())
+    layout = runner_layout(state)
+    assert layout == [jax.tree_util.keystr(p) for p, _ in
+                      jax.tree_util.tree_flatten_with_path(state)[0]]
+    assert len(layout) == len(jax.tree.leaves(state)) == 2 + 2 + 3 + 1  # params, target, Adam
+    assert {".params['dense']['kernel']", ".opt_state.mu", ".opt_state.nu",
+            ".step"} <= set(layout)
