@@ -258,18 +258,21 @@ class FoldCheckpoints:
         args = ocp.args.Composite(meta=ocp.args.JsonRestore())
         return dict(_restore(self._mngr, epoch, args, self.directory)["meta"])
 
-    def restore(self, template: Any, epoch: int | None = None) -> Any:
+    def restore(self, template: Any, epoch: int | None = None, partial: bool = False) -> Any:
         """Restore `epoch` (default: the best) into `template`'s structure, after checking the
-        stored fingerprint against this network's."""
+        stored fingerprint against this network's; with `partial`, `template` may name a part
+        of what the epoch holds (a dict of some of its top-level entries), and only that part
+        is read."""
         epoch = self._epoch(epoch)
         stored = self.metadata(epoch).get("fingerprint")
         if stored != self._fingerprint:
             raise InputError(
                 f"checkpoint {self.directory} epoch {epoch} has fingerprint {stored}, this "
                 f"network has {self._fingerprint}: the architecture differs")
-        if self._solo:
+        if self._solo or partial:
             item = ocp.args.PyTreeRestore(
-                item=template, restore_args=ocp.checkpoint_utils.construct_restore_args(template))
+                item=template, restore_args=ocp.checkpoint_utils.construct_restore_args(template),
+                **({"partial_restore": True} if partial else {}))
         else:
             item = ocp.args.StandardRestore(template)
         args = ocp.args.Composite(state=item)
@@ -278,10 +281,12 @@ class FoldCheckpoints:
     def restore_acting(self, learner: Any, epoch: int | None = None) -> Any:
         """The acting (online) params of `epoch` (default: the best),
         `learner` being a learner-state template: restored alone from an epoch that holds them
-        (`HOLDS_ACTING`), or picked from the whole learner state an older epoch holds."""
+        (`HOLDS_ACTING`), or read alone from the whole learner state an older epoch holds (its
+        `params` entry; the optimiser state beside it, of whatever form that version's
+        optimiser had, is not read)."""
         if self.metadata(epoch).get("holds") == HOLDS_ACTING:
             return self.restore(learner.params, epoch)
-        return self.restore(learner, epoch).params
+        return self.restore({"params": learner.params}, epoch, partial=True)["params"]
 
     def delete_after(self, epoch: int) -> None:
         """Remove saved epochs > `epoch` (left by a run killed before its resume point)."""

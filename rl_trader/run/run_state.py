@@ -76,7 +76,10 @@ def check_resumable(meta: dict, run_dir: object, layout: list[str]) -> None:
     `meta["runner_layout"]` the saved state's leaves (`runner_layout`; this version's is
     `layout`), both popped. A state saved with another layout (another field, an optimiser
     state of another form) or before the layout was saved (2026-12-07) does not fit this
-    version's template: it is refused, never restored into the wrong leaves."""
+    version's template: it is refused, never restored into the wrong leaves. That includes the
+    states saved before the optimiser's state was raveled (2026-12-07), whose packed arrays
+    would happen to fit (the leaf-by-leaf Adam moments concatenate in the raveled order): a
+    fit by size alone cannot tell a right order from a wrong one, so no state is read on it."""
     saved = meta.pop("diagnostics", None)
     if saved != diagnostics_fields():
         raise InputError(f"option --resume: the run in '{run_dir}' was saved by a version with "

@@ -10,13 +10,16 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pandas as pd
 import pytest
 from safetensors.numpy import load_file
 
 from rl_trader import env
 from rl_trader.agent.heads import make_head
+from rl_trader.agent.learner import TrainState
 from rl_trader.agent.model_head import assemble
+from rl_trader.agent.optimizer import kernel_mask
 from rl_trader.agent.policy import greedy_decide
 from rl_trader.cli import backtest as backtest_cli
 from rl_trader.cli import predict as predict_cli
@@ -184,14 +187,18 @@ def test_a_mismatching_architecture_is_refused(trained):
 
 
 def test_an_older_checkpoint_holding_the_whole_learner_state_still_reads(tmp_path):
-    """Epochs saved before fold checkpoints held the acting params alone: `restore_acting`
-    reads them too and returns their acting params."""
+    """Epochs saved before fold checkpoints held the acting params alone (before 2026-11-30)
+    hold the whole learner state, with the optimiser state of that time (optax's chain, leaf
+    by leaf, not today's raveled one): `restore_acting` reads their acting params alone."""
     cfg = tiny_config()
-    learner = learner_template(cfg, 4, 2)
+    template = learner_template(cfg, 4, 2)
     rng = np.random.default_rng(0)
-    learner = jax.tree.map(lambda x: rng.normal(size=x.shape).astype(x.dtype)
-                           if x.dtype.kind == "f" else x, learner)
-    acting = learner.params
+    acting = jax.tree.map(lambda x: rng.normal(size=x.shape).astype(x.dtype), template.params)
+    then = optax.chain(optax.clip_by_global_norm(10.0),
+                       optax.adamw(1e-4, weight_decay=0.01, mask=kernel_mask))
+    learner = TrainState(params=acting, target_params=jax.tree.map(lambda x: -x, acting),
+                         opt_state=jax.vmap(then.init)(acting), step=np.zeros(2, np.int32))
+    assert jax.tree.structure(learner.opt_state) != jax.tree.structure(template.opt_state)
     fp = fingerprint(acting, cfg.net, len(cfg.env.magnitudes))
     with FoldCheckpoints(tmp_path / "ckpt", fp, {"seeds": 2}) as ckpt:
         ckpt.save(0, learner, 0.5)  # no "holds": the older layout
