@@ -48,6 +48,9 @@ def clipped_adamw(max_grad_norm: float, learning_rate: jax.Array,
     step = optax.scale_by_learning_rate(learning_rate)
 
     def init(params: chex.ArrayTree) -> optax.ScaleByAdamState:
+        dtypes = sorted({str(jnp.result_type(x)) for x in jax.tree.leaves(params)})
+        if len(dtypes) > 1:  # raveled, they would share one promoted dtype, unlike optax's
+            raise ValueError(f"clipped_adamw: the params must share one dtype, got {dtypes}")
         return adam.init(ravel_pytree(params)[0])
 
     def update(grads: chex.ArrayTree, state: optax.ScaleByAdamState,

@@ -104,3 +104,11 @@ def test_the_update_grows_by_a_few_instructions_a_leaf():
 
     flat, chain = per_leaf(flat_tx), per_leaf(optax_chain)
     assert flat < 20 < chain, (flat, chain)
+
+
+def test_params_of_two_dtypes_are_refused():
+    """Raveled, params of two dtypes would be promoted to one (Adam's moments too), which
+    optax's chain does not do: refused, not silently promoted."""
+    tx = clipped_adamw(1.0, np.float32(1e-3), np.float32(0.0))
+    with pytest.raises(ValueError, match="must share one dtype"):
+        tx.init({"kernel": jnp.ones(2, jnp.float32), "bias": jnp.ones(2, jnp.bfloat16)})
