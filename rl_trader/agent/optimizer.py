@@ -11,7 +11,9 @@ vector: a few array operations for the whole tree instead of ~50 for each of its
 XLA would otherwise fuse leaf by leaf. The default run's 45 leaves made the optimiser 2,355 of
 the update's HLO instructions and 2.3 s of its compile on the CPU (docs/benchmarks.md). The
 global norm is still summed leaf by leaf, as optax sums it, so clipping scales by the same
-number. η and λ are traced (`HParams`), so a population shares one optimiser structure.
+number. (Being another XLA program, it may still round a few elements otherwise: the test
+compares the two to 1e-5.) η and λ are traced (`HParams`), so a population shares one
+optimiser structure.
 """
 
 from __future__ import annotations
