@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gzip
-import hashlib
 import json
 import re
 import sys
@@ -28,9 +27,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import jax
-import numpy as np
 
 from experiments.benchmark import device_info, population_setup
+from experiments.program_size import params_digest
 from rl_trader.config import PRECISIONS, preset
 from rl_trader.runtime.compile_cache import enable_compilation_cache
 
@@ -149,16 +148,15 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         runners, _ = jax.block_until_ready(epoch(runners, cohort.data, cohort.hps))
         wall = time.perf_counter() - t
-    digest = hashlib.sha256()  # the online params after both epochs: same kernels, same digest
-    for leaf in jax.tree.leaves(runners.learner.params):
-        digest.update(np.asarray(leaf).tobytes())
     steps = cfg.train.steps_per_epoch
     updates = args.size * steps * cfg.train.updates_per_step
     result = {"device": device_info(), "date": time.strftime("%Y-%m-%d"),
               "command": " ".join(sys.argv), "population": args.size, "steps": steps,
               "precision": args.precision, "wall_seconds": wall,
               "wall_us_per_step": wall / steps * 1e6,
-              "agent_updates_per_s": updates / wall, "params_sha256": digest.hexdigest()[:16],
+              "agent_updates_per_s": updates / wall,
+              # the online params after both epochs: same kernels, same digest
+              "params_sha256": params_digest(runners.learner.params)[:16],
               **summarise(load_trace(Path(args.trace_dir)), steps)}
     result["busy_fraction"] = result["device_busy_seconds"] / wall
     Path(args.out).write_text(json.dumps(result, indent=2))
