@@ -36,7 +36,7 @@ import optax
 from flax import struct
 
 from rl_trader import env
-from rl_trader.agent.optimizer import clipped_adamw
+from rl_trader.agent.optimizer import clipped_adamw, raveled_by_default
 from rl_trader.config import SWEEPABLE, AgentConfig, EnvConfig, RunConfig
 from rl_trader.data.fold_data import BarContext, FoldData, Obs, bar_context, observe_batch
 from rl_trader.env import FLAT
@@ -85,9 +85,11 @@ class LossInfo:
 
 def make_optimizer(cfg: AgentConfig, hp: HParams) -> optax.GradientTransformation:
     """Global-norm clip → Adam with decoupled weight decay λ on the kernels, with η and λ from
-    `hp` (traced scalars), on the raveled params (`optimizer.clipped_adamw`). The state depends
-    on neither η nor λ, so a population may share one optimiser structure."""
-    return clipped_adamw(cfg.max_grad_norm, hp.learning_rate, hp.weight_decay)
+    `hp` (traced scalars), on the raveled params on a CPU and leaf by leaf on an accelerator
+    (`optimizer.clipped_adamw`, `optimizer.raveled_by_default`). The state depends on neither
+    η nor λ, so a population may share one optimiser structure."""
+    return clipped_adamw(cfg.max_grad_norm, hp.learning_rate, hp.weight_decay,
+                         raveled=raveled_by_default())
 
 
 def init_train_state(params: chex.ArrayTree, cfg: AgentConfig) -> TrainState:

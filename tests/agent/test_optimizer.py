@@ -112,3 +112,32 @@ def test_params_of_two_dtypes_are_refused():
     tx = clipped_adamw(1.0, np.float32(1e-3), np.float32(0.0))
     with pytest.raises(ValueError, match="must share one dtype"):
         tx.init({"kernel": jnp.ones(2, jnp.float32), "bias": jnp.ones(2, jnp.bfloat16)})
+
+
+def test_leaf_by_leaf_layout_is_optax_chain(params):
+    """Not raveled, the optimiser is optax's chain itself: the same state tree and, step for
+    step, the same bits."""
+    cfg = AgentConfig()
+    hp = HParams.from_config(cfg).replace(weight_decay=np.float32(0.3))
+    mine = clipped_adamw(cfg.max_grad_norm, hp.learning_rate, hp.weight_decay, raveled=False)
+    ref = optax_chain(cfg, hp)
+    g = jax.tree.map(lambda x: 1e2 * jnp.sin(3.0 * x), params)
+    got, want = (jax.jit(tx.update)(g, tx.init(params), params) for tx in (mine, ref))
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_learner_ravels_on_the_cpu_alone(params, monkeypatch):
+    """`learner.make_optimizer` ravels on a CPU (one moment vector [N]) and keeps optax's
+    chain elsewhere (a moment tree shaped like the params)."""
+    from rl_trader.agent import learner
+
+    cfg = AgentConfig()
+    hp = HParams.from_config(cfg)
+    n = jax.flatten_util.ravel_pytree(params)[0].size
+    state = learner.make_optimizer(cfg, hp).init(params)
+    assert jax.default_backend() == "cpu" and state.mu.shape == (n,)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    adam = learner.make_optimizer(cfg, hp).init(params)[1][0]
+    assert jax.tree.structure(adam.mu) == jax.tree.structure(params)
