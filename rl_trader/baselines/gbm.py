@@ -20,11 +20,8 @@ elsewhere, and with `off`, the column is zero.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import pickle
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -33,7 +30,16 @@ import jax
 import numpy as np
 
 from rl_trader.baselines.ridge import RIDGE_ALPHAS, Forecast, forecast_val_returns
-from rl_trader.baselines.tree_cache import cached, fit_key, sklearn_version
+from rl_trader.baselines.tree_cache import fit_key, sklearn_version
+from rl_trader.baselines.tree_fits import (
+    LEARNING_RATE,
+    MIN_SAMPLES_LEAF,
+    FitJob,
+    FitPool,
+    block_fit,
+    staged_fit,
+    tree_threads,
+)
 from rl_trader.config import GBM_ITERATIONS, RunConfig
 from rl_trader.data.features import Normaliser, fit_normaliser, normalise
 from rl_trader.data.fold_data import FoldData, training_bars
@@ -41,11 +47,8 @@ from rl_trader.errors import InputError
 from rl_trader.runtime.compile_watch import unwatched
 
 GBM_LEAVES = (4, 8, 16)  # max_leaf_nodes per tree
-LEARNING_RATE = 0.05
-MIN_SAMPLES_LEAF = 40  # rows per leaf at least: a few thousand noisy rows per fold
 CROSS_FIT_BLOCKS = 5  # contiguous blocks of the train segment in `cross_fitted_forecast`
 TREES_FILE = "gbm_trees.pkl"  # a fold's trees (`save_trees`), where its column is used
-TREE_THREADS = 2  # scikit-learn's OpenMP threads while trees are fit or predict (`tree_threads`)
 
 
 @dataclass(frozen=True)
@@ -63,33 +66,6 @@ class GbmFit:
     model: bytes = field(default=b"", compare=False, repr=False)
 
 
-@contextlib.contextmanager
-def tree_threads() -> Iterator[None]:
-    """scikit-learn's OpenMP threads in this thread limited to `TREE_THREADS`, or fewer where
-    fewer are set already (`OMP_NUM_THREADS`: processes run side by side), while trees are fit
-    or predict. A fold's fits are small (thousands of rows, a few dozen variables): on a
-    16-core host the default run's trees took 20.5 s with 16 threads and 14.6–14.8 s with 1, 2
-    or 4, bit for bit the same trees (one H200's host, 2026-12-07); on a 2-core CPU 2 threads
-    fit them in 6.6 s, 1 in 7.6 s. The cores left free compile the training program meanwhile
-    (`run.ahead`), which the fits on 16 threads had starved (one H100: 66.4 s cold against
-    61.3 s without compiling ahead)."""
-    from sklearn.ensemble import HistGradientBoostingRegressor  # noqa: F401 (loads its OpenMP)
-    from threadpoolctl import threadpool_info, threadpool_limits
-
-    now = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "openmp"]
-    with threadpool_limits(limits=min([TREE_THREADS, *now]), user_api="openmp"):
-        yield
-
-
-def _trees(leaves: int, iterations: int):
-    """An unfitted regressor of the module's settings."""
-    from sklearn.ensemble import HistGradientBoostingRegressor
-
-    return HistGradientBoostingRegressor(
-        max_iter=iterations, max_leaf_nodes=leaves, learning_rate=LEARNING_RATE,
-        min_samples_leaf=MIN_SAMPLES_LEAF, early_stopping=False, random_state=0)
-
-
 def candidate_iterations(cfg: RunConfig) -> tuple[int, ...]:
     """The boosting iterations the validation choice is among: `GBM_ITERATIONS` up to
     `cfg.train.gbm_iterations`."""
@@ -102,31 +78,31 @@ def _settings(**more: object) -> dict:
             "min_samples_leaf": MIN_SAMPLES_LEAF, **more}
 
 
-def _staged_fits(x: np.ndarray, y: np.ndarray, rows: np.ndarray,
-                 counts: tuple[int, ...]) -> tuple[np.ndarray, list[bytes]]:
-    """One regressor a leaf count fit on `rows` of (x [T, F], y [T]), and its staged forecasts
-    at `counts` iterations: (ŷ [len(GBM_LEAVES)·len(counts), T] float32, the regressors
-    pickled)."""
-    keep = set(counts)
-    y_hats, models = [], []
-    with tree_threads():
-        for leaves in GBM_LEAVES:
-            model = _trees(leaves, counts[-1])
-            model.fit(x[rows], y[rows])
-            models.append(pickle.dumps(model))
-            y_hats += [p for i, p in enumerate(model.staged_predict(x), 1) if i in keep]
-    return np.stack(y_hats).astype(np.float32), models
+def _fit_arrays(data: FoldData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A fold's trees' inputs on the host: (x [T, F], y [T]) float64 and the rows fit on
+    (`training_bars`, bool [T])."""
+    return (np.asarray(data.features, np.float64), np.asarray(data.aux_target, np.float64),
+            training_bars(data, np))
 
 
-def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig) -> GbmFit:
-    """Fit on train, choose leaves and iterations on validation (module docstring);
-    `val_steps` as for `baselines.ridge.fit_ridge`."""
-    x = np.asarray(data.features, np.float64)
-    y = np.asarray(data.aux_target, np.float64)
-    rows = training_bars(data, np)
+def staged_jobs(data: FoldData, cfg: RunConfig) -> list[FitJob]:
+    """`fit_gbm`'s fits: one regressor a leaf count of `GBM_LEAVES`, with its staged forecasts
+    at `candidate_iterations` (`tree_fits.staged_fit`)."""
+    x, y, rows = _fit_arrays(data)
     counts = candidate_iterations(cfg)
-    y_hat, models = cached(fit_key("gbm pickled", (x, y, rows), _settings(iterations=counts)),
-                           lambda: _staged_fits(x, y, rows, counts))
+    return [FitJob(fit_key("gbm staged", (x, y, rows), _settings(leaves=leaves,
+                                                                 iterations=counts)),
+                   staged_fit, (x, y, rows, leaves, counts)) for leaves in GBM_LEAVES]
+
+
+def fit_gbm(data: FoldData, val_steps: int, cfg: RunConfig,
+            pool: FitPool | None = None) -> GbmFit:
+    """Fit on train, choose leaves and iterations on validation (module docstring);
+    `val_steps` as for `baselines.ridge.fit_ridge`; the fits made by `pool` (default: here)."""
+    pool = pool or FitPool()
+    fits = [pool.result(job) for job in staged_jobs(data, cfg)]
+    y_hat, models = np.concatenate([f[0] for f in fits]), [f[1] for f in fits]
+    rows, counts = training_bars(data, np), candidate_iterations(cfg)
     scale = np.maximum(np.sqrt(np.mean(y_hat[:, rows] ** 2, axis=1)), 1e-12).astype(np.float32)
     sharpes, returns = forecast_val_returns(Forecast(y_hat=y_hat, scale=scale), data,
                                             val_steps, cfg)
@@ -245,41 +221,44 @@ def cross_fit_blocks(data: FoldData) -> list[tuple[int, int]]:
     return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
 
 
-def cross_fitted_forecast(data: FoldData, fit: GbmFit, gap: int) -> np.ndarray:
+def cross_fitted_forecast(data: FoldData, fit: GbmFit, gap: int,
+                          pool: FitPool | None = None) -> np.ndarray:
     """The trees' forecast ŷ at every bar [T_b] (float64), no train bar's from trees fit on it.
 
     The train segment [a, b) is cut into `CROSS_FIT_BLOCKS` contiguous blocks B_j = [l_j, h_j);
     ŷ on B_j comes from trees of `fit`'s leaves and iterations fit on the training rows
     (`training_bars`) outside [l_j − gap, h_j + gap) (`gap`: the fold's purge gap, so no row
     next to the block, whose next-bar target overlaps the block's bars, is fit on); every
-    other bar's ŷ is `fit`'s own, from all training rows. Only train rows are fit on."""
+    other bar's ŷ is `fit`'s own, from all training rows. Only train rows are fit on; the fits
+    are made by `pool` (default: here)."""
     y_hat = np.asarray(fit.forecast.y_hat, np.float64).copy()
-    for lo, hi, block in _block_forecasts(data, fit.leaves, fit.iterations, gap):
+    for (lo, hi), block in _block_forecasts(data, fit.leaves, fit.iterations, gap, pool):
         y_hat[lo:hi] = block
     return y_hat
 
 
-def _block_forecasts(data: FoldData, leaves: int, iterations: int,
-                     gap: int) -> list[tuple[int, int, np.ndarray]]:
-    """(l_j, h_j, ŷ on B_j [h_j − l_j]) for each cross-fit block B_j of the train segment
-    (`cross_fitted_forecast`), from trees of `leaves` and `iterations` fit on the training rows
-    outside [l_j − gap, h_j + gap); each fit cached by its inputs (`tree_cache`)."""
-    x = np.asarray(data.features, np.float64)
-    y = np.asarray(data.aux_target, np.float64)
-    rows = training_bars(data, np)
+def block_jobs(data: FoldData, leaves: int, iterations: int, gap: int) -> list[FitJob]:
+    """The fits of `_block_forecasts`, one a cross-fit block B_j = [l_j, h_j) in
+    `cross_fit_blocks` order: trees of `leaves` and `iterations` fit on the training rows
+    outside [l_j − gap, h_j + gap) (`tree_fits.block_fit`)."""
+    x, y, rows = _fit_arrays(data)
     t = np.arange(len(y))
-
-    def fit_predict(use: np.ndarray, lo: int, hi: int) -> np.ndarray:
-        with tree_threads():
-            return _trees(leaves, iterations).fit(x[use], y[use]).predict(x[lo:hi])
-
-    out = []
+    jobs = []
     for lo, hi in cross_fit_blocks(data):
         use = rows & ((t < lo - gap) | (t >= hi + gap))
         key = fit_key("gbm block", (x, y, use), _settings(
             leaves=leaves, iterations=iterations, block=(lo, hi)))
-        out.append((lo, hi, cached(key, functools.partial(fit_predict, use, lo, hi))))
-    return out
+        jobs.append(FitJob(key, block_fit, (x, y, use, leaves, iterations, lo, hi)))
+    return jobs
+
+
+def _block_forecasts(data: FoldData, leaves: int, iterations: int, gap: int,
+                     pool: FitPool | None = None) -> list[tuple[tuple[int, int], np.ndarray]]:
+    """((l_j, h_j), ŷ on B_j [h_j − l_j]) for each cross-fit block B_j of the train segment
+    (`cross_fitted_forecast`, `block_jobs`), each fit cached by its inputs (`tree_cache`)."""
+    pool = pool or FitPool()
+    return [(block, pool.result(job)) for block, job in zip(
+        cross_fit_blocks(data), block_jobs(data, leaves, iterations, gap), strict=True)]
 
 
 @dataclass(frozen=True)
@@ -302,7 +281,8 @@ def trust_trees(cfg: RunConfig) -> tuple[int, int]:
     return GBM_LEAVES[len(GBM_LEAVES) // 2], counts[len(counts) // 2]
 
 
-def forecast_trust(data: FoldData, gap: int, cfg: RunConfig) -> Trust:
+def forecast_trust(data: FoldData, gap: int, cfg: RunConfig,
+                   pool: FitPool | None = None) -> Trust:
     """The trust w of `--view trusted`, from the fold's train segment [a, b) alone: trees of
     `trust_trees` cross-fitted on its blocks (`_block_forecasts`: no bar's forecast from trees
     fit on it or beside it), and t, the heteroskedasticity-consistent (White) t-statistic of
@@ -326,7 +306,7 @@ def forecast_trust(data: FoldData, gap: int, cfg: RunConfig) -> Trust:
     rows = training_bars(data, np)
     y = np.asarray(data.aux_target, np.float64)
     f_parts, y_parts = [], []
-    for lo, hi, block in _block_forecasts(data, *trust_trees(cfg), gap):
+    for (lo, hi), block in _block_forecasts(data, *trust_trees(cfg), gap, pool):
         keep = rows[lo:hi]
         if keep.sum() >= 2:
             f_parts.append(block[keep] - block[keep].mean())
@@ -347,7 +327,8 @@ def zero_column(data: FoldData) -> jax.Array:
 
 
 def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float,
-                       choice: TreeForecastChoice) -> tuple[FoldData, TreeForecastChoice]:
+                       choice: TreeForecastChoice, pool: FitPool | None = None
+                       ) -> tuple[FoldData, TreeForecastChoice]:
     """`data` with the cross-fitted forecast (`cross_fitted_forecast`) as its
     `tree_forecast` column [T_b, 1], normalised with its train-segment mean and std and
     clipped to ±`clip` as the other market variables are, and `choice` with that mean and
@@ -355,7 +336,7 @@ def with_tree_forecast(data: FoldData, fit: GbmFit, gap: int, clip: float,
     nothing), so every fold has the same variables."""
     if not choice.used:
         return data.replace(tree_forecast=zero_column(data)), choice
-    y_hat = cross_fitted_forecast(data, fit, gap)[:, None]
+    y_hat = cross_fitted_forecast(data, fit, gap, pool)[:, None]
     a, b = (int(v) for v in np.asarray(data.train))
     norm = fit_normaliser(y_hat, a, b)
     choice = replace(choice, column_mean=float(norm.mean[0]), column_std=float(norm.std[0]))

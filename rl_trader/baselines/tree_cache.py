@@ -56,29 +56,50 @@ def fit_key(kind: str, arrays: tuple[np.ndarray, ...], settings: dict) -> str:
     return h.hexdigest()
 
 
-def cached(key: str, compute: Callable[[], T]) -> T:
-    """The value stored under `key`, else `compute()` stored there (written to a temporary
-    file, then renamed, so a reader never sees half an entry) and returned. A directory that
-    cannot be written costs the cache, never the run."""
+MISSING = object()  # what `load` returns for a key not in the cache
+
+
+def has(key: str) -> bool:
+    """Whether an entry is stored under `key` (not whether it can be read: `load` says)."""
+    directory = cache_dir()
+    return directory is not None and (directory / f"{key}.pkl").exists()
+
+
+def load(key: str) -> object:
+    """The value stored under `key`, or MISSING (absent, unreadable or the cache off)."""
     directory = cache_dir()
     if directory is None:
-        return compute()
-    path = directory / f"{key}.pkl"
+        return MISSING
     try:
-        with open(path, "rb") as fh:
+        with open(directory / f"{key}.pkl", "rb") as fh:
             return pickle.load(fh)
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
             IndexError, TypeError, ValueError):
-        pass  # absent or unreadable: fit again
-    value = compute()
+        return MISSING  # absent or unreadable: fit again
+
+
+def store(key: str, value: object) -> None:
+    """Store `value` under `key` (written to a temporary file, then renamed, so a reader never
+    sees half an entry). A directory that cannot be written costs the cache, never the run."""
+    directory = cache_dir()
+    if directory is None:
+        return
     tmp = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=directory, suffix=".tmp", delete=False) as fh:
             tmp = Path(fh.name)
             pickle.dump(value, fh)
-        os.replace(tmp, path)
+        os.replace(tmp, directory / f"{key}.pkl")
     except OSError:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
+
+
+def cached(key: str, compute: Callable[[], T]) -> T:
+    """The value stored under `key`, else `compute()`, stored there and returned."""
+    value = load(key)
+    if value is MISSING:
+        value = compute()
+        store(key, value)
     return value

@@ -10,13 +10,11 @@ The report's code asks `Figures` for each figure; with workers it gets a placeho
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import sys
-import types
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
+
+from rl_trader.runtime.workers import host_cores, spawn_pool
 
 FIGURES = 10  # the most figures one report draws (equity ×3, tear sheet ×4, VSN ×2, curves)
 
@@ -26,30 +24,12 @@ def _import_plots() -> None:
     import rl_trader.report.plots  # noqa: F401
 
 
-def _ready() -> None:
-    """A no-op task; `start_workers` submits one per worker so that every worker starts."""
-
-
 def start_workers(workers: int | None = None) -> ProcessPoolExecutor | None:
     """A pool of `workers` spawned processes (default: one a figure, leaving two cores), each
-    started now and importing the plots; None where fewer than two workers fit. Spawned, not
-    forked: the run's process holds JAX's threads. The caller shuts it down."""
-    n = min(FIGURES, (os.cpu_count() or 1) - 2) if workers is None else workers
-    if n < 2:
-        return None
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_import_plots)
-    # A spawned worker first runs the caller's main script again unless that is guarded by
-    # `if __name__ == "__main__"` (or fails, from stdin): they are started with an empty
-    # __main__, so they import the plots alone. All start here, so none is started later.
-    main = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        for _ in range(n):  # each submit finds no idle worker and starts one
-            pool.submit(_ready)
-    finally:
-        sys.modules["__main__"] = main
-    return pool
+    started now and importing the plots (`runtime.workers.spawn_pool`); None where fewer than
+    two workers fit. The caller shuts it down."""
+    n = min(FIGURES, host_cores() - 2) if workers is None else workers
+    return spawn_pool(n, _import_plots) if n >= 2 else None
 
 
 class Figures:

@@ -175,7 +175,7 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
     ahead = CompileAhead(prep, devices) if prep.needs_trees and host_is_idle() else None
     try:
         with clock.stage("trees"):  # the tree forecast's fits, unless `prepare` made them
-            prep = with_trees(prep)
+            prep = with_trees(prep, spare_cores=2 if ahead is not None else 0)
     finally:  # also when the fits fail: nothing may trace while that thread does
         if ahead is not None:
             with clock.stage("compile_ahead"):  # what is left of it once the trees are fit

@@ -11,7 +11,6 @@ import pytest
 from rl_trader import env
 from rl_trader.baselines.gbm import (
     GBM_LEAVES,
-    TREE_THREADS,
     TREES_FILE,
     GbmFit,
     GbmFits,
@@ -22,7 +21,6 @@ from rl_trader.baselines.gbm import (
     cross_fitted_forecast,
     fit_gbm,
     forecast_trust,
-    tree_threads,
     trust_trees,
     with_tree_forecast,
 )
@@ -275,32 +273,3 @@ def test_the_forecasts_trust_is_its_cross_fitted_t_shrunk_by_james_stein():
                             noise[a:b - 1])[0, 1] * np.sqrt(trust.bars)
     assert in_sample > 3 and abs(trust.t) < 2
     assert trust.w == (max(0.0, 1 - 1 / trust.t**2) if trust.t > 1 else 0.0)
-
-
-def test_trees_fit_on_tree_threads_and_their_count_changes_no_bit():
-    """Inside `tree_threads` scikit-learn's OpenMP runs TREE_THREADS threads in this thread
-    (and the limit is lifted after), or fewer where fewer are set; a fit on one thread or on
-    TREE_THREADS is the same."""
-    from sklearn.ensemble import HistGradientBoostingRegressor
-    from threadpoolctl import threadpool_info, threadpool_limits
-
-    rng = np.random.default_rng(0)
-    x, y = rng.normal(size=(3000, 12)), rng.normal(size=3000)
-
-    def fit_predict():
-        return HistGradientBoostingRegressor(max_iter=30, max_leaf_nodes=8,
-                                             random_state=0).fit(x, y).predict(x)
-
-    def openmp_threads():
-        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "openmp"}
-
-    with threadpool_limits(limits=1, user_api="openmp"):
-        one = fit_predict()
-        assert openmp_threads() == {1}
-        with tree_threads():  # fewer set already: kept
-            assert openmp_threads() == {1}
-    with threadpool_limits(limits=TREE_THREADS + 2, user_api="openmp"):
-        with tree_threads():
-            assert openmp_threads() == {TREE_THREADS}
-            np.testing.assert_array_equal(fit_predict(), one)
-        assert openmp_threads() == {TREE_THREADS + 2}

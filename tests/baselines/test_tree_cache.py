@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from rl_trader.baselines import gbm, tree_cache
+from rl_trader.baselines import gbm, tree_cache, tree_fits
 from rl_trader.baselines.gbm import cross_fitted_forecast, fit_gbm
 from rl_trader.run.prepare import prepare
 from tests.helpers import tiny_config
@@ -22,9 +22,9 @@ def fold():
 
 
 def counting_trees(monkeypatch) -> list:
-    """Patch `gbm._trees` to count the regressors made (each one is a fit)."""
-    made, trees = [], gbm._trees
-    monkeypatch.setattr(gbm, "_trees", lambda *a: made.append(a) or trees(*a))
+    """Patch `tree_fits.regressor` to count the regressors made (each one is a fit)."""
+    made, trees = [], tree_fits.regressor
+    monkeypatch.setattr(tree_fits, "regressor", lambda *a: made.append(a) or trees(*a))
     return made
 
 
