@@ -1,7 +1,7 @@
 """The size of a run's two big programs and what compiling them costs, written as JSON.
 
-    python -m experiments.program_size [--out size.json] [--call] [--jax-cache DIR]
-                                       [-- train options]
+    python -m experiments.program_size [--out size.json] [--call] [--passes]
+                                       [--jax-cache DIR] [-- train options]
 
 For the run the train options describe (default: `make train FOLDS=3`'s, `--folds 3` on the
 embedded data), the population's initialisation and epoch programs are lowered and compiled
@@ -12,7 +12,11 @@ module), the seconds to trace and lower and to compile, and the instruction coun
 (the largest first). With `--call`, the programs are also called (init once, the epoch twice:
 the second call's seconds are the steady state) and a sha256 of the epoch's output params is
 kept, so that runs under other `XLA_FLAGS` can be compared bit for bit. Run it once per
-`XLA_FLAGS` setting: the flags are read when the backend starts.
+`XLA_FLAGS` setting: the flags are read when the backend starts. With `--passes`, the
+measurement runs in a child process with XLA's pass log on (`TF_CPP_VMODULE=
+hlo_pass_pipeline=1`, read when XLA loads) and each XLA module's seconds in its HLO passes are
+kept, the largest first (`pass_seconds`): what of a compile is HLO passes and what is code
+generation (the rest of `compile_seconds`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 
 import jax
@@ -38,6 +44,12 @@ from rl_trader.training.population import threefry_kernels
 PROG = "python -m experiments.program_size"
 INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = [^=]*?\b([a-z][\w\-]*)\(", re.M)
 TUPLE_INDEX = re.compile(r"/\*index=\d+\*/")
+# XLA's pass log (absl's prefix: level and date, time, thread id, file:line]); a pipeline's
+# start names the module its passes run on, in that thread; a pass's seconds are in (N us)
+PASS_LOG = re.compile(r"^\S+ (\d+):(\d+):([\d.]+)\s+(\d+) hlo_pass_pipeline\.cc:\d+\] "
+                      r"(?:Running HLO pass pipeline on module ([^:\s]+):|"
+                      r"HLO pass: (.+?) time: .*?\((\d+) us\))", re.M)
+CHILD = "RL_TRADER_PROGRAM_SIZE_CHILD"
 
 
 def instructions(hlo_text: str) -> collections.Counter:
@@ -69,17 +81,66 @@ def params_digest(tree: object) -> str:
     return h.hexdigest()
 
 
+def pass_seconds(log: str, top: int = 15) -> dict:
+    """XLA's pass log → {module: {"seconds": from its first pipeline's start to its last
+    pass's end, "passes": [[name, seconds], …] the `top` largest, each summed over its
+    runs}}. A nested pipeline (`simplification`, a fixed point of several passes) is logged as
+    one pass beside its own passes, so the names' seconds overlap and are not summed."""
+    module_of: dict[str, str] = {}
+    span: dict[str, list[float]] = {}
+    seconds: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for h, m, sec, thread, module, name, micros in PASS_LOG.findall(log):
+        t = int(h) * 3600 + int(m) * 60 + float(sec)
+        if module:
+            module_of[thread] = module
+        module = module_of.get(thread, "?")
+        first, last = span.get(module, (t, t))
+        span[module] = [min(first, t), max(last, t)]
+        if name:
+            seconds[module][name] += int(micros) / 1e6
+    return {m: {"seconds": round(span[m][1] - span[m][0], 3),
+                "passes": [[n, round(v, 3)] for n, v in seconds[m].most_common(top)]}
+            for m in sorted(span, key=lambda m: span[m][0] - span[m][1])}
+
+
+def with_passes(argv: list[str], out: str) -> int:
+    """This measurement again in a child process with XLA's pass log on; its JSON with the
+    modules' pass seconds added (`pass_seconds`), written to `out`."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="hlo_pass_pipeline=1",
+               **{CHILD: "1"})
+    with tempfile.TemporaryFile("w+") as log:  # the log is large: a pipe could fill and block
+        done = subprocess.run([sys.executable, "-m", "experiments.program_size", *argv],
+                              env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
+        log.seek(0)
+        text = log.read()
+    if done.returncode != 0:
+        sys.stderr.write(text[-4000:])
+        return done.returncode
+    with open(out) as f:
+        result = json.load(f)
+    result["pass_seconds"] = pass_seconds(text)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="program_size.json")
     parser.add_argument("--call", action="store_true",
                         help="also call the programs: steady-state seconds and a digest")
+    parser.add_argument("--passes", action="store_true",
+                        help="also each XLA module's seconds in its HLO passes (measured in a "
+                        "child process with XLA's pass log on)")
     parser.add_argument("--jax-cache", default="off",
                         help="a persistent compilation cache directory (default off: every "
                         "program is compiled; with one, a program found there is loaded and "
                         "its compile seconds are the load's)")
     parser.add_argument("train_args", nargs="*", help="train options (after --)")
     args = parser.parse_args(argv)
+    if args.passes and not os.environ.get(CHILD):
+        return with_passes(sys.argv[1:] if argv is None else argv, args.out)
     enable_compilation_cache(args.jax_cache)
     cfg = config_from_args(build_parser(PROG).parse_args(args.train_args or ["--folds", "3"]))
     c = build_cohort(prepare(cfg, fit_trees=False), placeholder=True)

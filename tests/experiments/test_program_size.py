@@ -7,7 +7,7 @@ import os
 import jax
 import jax.numpy as jnp
 
-from experiments.program_size import instructions, main
+from experiments.program_size import instructions, main, pass_seconds
 from tests.helpers import TINY_ARGS
 
 HLO = """HloModule m
@@ -67,3 +67,25 @@ def test_the_tiny_runs_programs_are_measured(tmp_path):
         assert sum(p["opcodes_optimised"].values()) <= p["hlo_instructions_optimised"]
     assert first["members"] == 2 and len(first["epoch"]["call_seconds"]) == 2
     assert len(first["epoch"]["params_sha256"]) == 64
+
+
+RUN, PASS = "Running HLO pass pipeline on module", "HLO pass:"
+PASS_LOG = "\n".join(f"I1207 23:41:{t} {thread} hlo_pass_pipeline.cc:1] {text}"
+                     for t, thread, text in (
+    ("19.000000", 653, f"{RUN} jit_run_epoch: optimization"),
+    ("19.100000", 653, f"{PASS} algsimp time: 90 ms (90000 us) (cumulative: 90 ms)"),
+    ("19.100100", 700, f"{RUN} jit_init: simplification"),
+    ("19.200000", 653, f"{PASS} after layout assignment time: 12 us (12 us) (cumulative: 1 s)"),
+    ("19.300000", 700, f"{PASS} dce time: 190 ms (190000 us) (cumulative: 1 s)"),
+    ("19.500000", 653, f"{PASS} algsimp time: 250 ms (250000 us) (cumulative: 1 s)"),
+    ("19.500001", 653, "    Invariant checker hlo-verifier")))
+
+
+def test_pass_seconds_follow_each_thread_s_module():
+    """Each pass's seconds (its `(N us)`, names with spaces too) go to the module its thread's
+    last pipeline named, summed over runs; a module's seconds span its first and last lines."""
+    got = pass_seconds(PASS_LOG)
+    assert list(got) == ["jit_run_epoch", "jit_init"]  # the longest first
+    assert got["jit_run_epoch"] == {"seconds": 0.5, "passes": [["algsimp", 0.34], [
+        "after layout assignment", 0.0]]}
+    assert got["jit_init"] == {"seconds": 0.2, "passes": [["dce", 0.19]]}
