@@ -2,13 +2,15 @@
 # Wall-clock of a new user's first runs (issue 14's table): `make train FOLDS=3` with an empty
 # compilation cache, the same warm, then a file of another length in the same shape bucket
 # (the embedded S&P 500 without its first 600 bars), warm; and how many compiled programs
-# each run added to the persistent cache.
+# each run added to the persistent cache (both caches empty at the start unless given); then
+# the two big programs' compile, pass by pass (`experiments.program_size --passes --call`).
 #   experiments/first_runs.sh OUT        (PYTHON=python3 by default; extra options in ARGS)
 set -euo pipefail
 out=$1
 mkdir -p "$out"
 PY=${PYTHON:-python3}
 export RL_TRADER_JAX_CACHE=${RL_TRADER_JAX_CACHE:-$(mktemp -d)/jax}
+export RL_TRADER_TREE_CACHE=${RL_TRADER_TREE_CACHE:-$(mktemp -d)/trees}
 runs=$(mktemp -d)
 $PY - "$runs/short.csv" <<'PYEOF'
 import gzip, sys
@@ -39,3 +41,5 @@ for name in cold warm other_length; do
   cp "$runs/$name/timings.json" "$out/$name.timings.json"
   cp "$runs/$name/summary.json" "$out/$name.summary.json"
 done
+$PY -m experiments.program_size --passes --call --out "$out/program_size.json" \
+  > "$out/program_size.log" 2>&1
