@@ -10,7 +10,8 @@ cohort on that placeholder data and lowers and compiles the population's epoch p
 in-memory cache, so the run's first epoch, on the real data, calls it without compiling
 (and nothing in the result depends on where it was compiled). On one H200 the default
 `make train FOLDS=3` took 49.9 s cold with it and 59.6 s without (the trees fit on 2 OpenMP
-threads both times, `gbm.tree_threads`; 2026-12-07).
+threads both times, `tree_fits.tree_threads`; 2026-12-07; the fits now run in worker
+processes, `tree_fits.FitPool`).
 
 Only where the host's cores wait for an accelerator (`experiment.host_is_idle`): on a CPU
 backend the compiler and the fits share the same cores and the interpreter lock, and the
