@@ -82,25 +82,37 @@ def params_digest(tree: object) -> str:
 
 
 def pass_seconds(log: str, top: int = 15) -> dict:
-    """XLA's pass log → {module: {"seconds": from its first pipeline's start to its last
-    pass's end, "passes": [[name, seconds], …] the `top` largest, each summed over its
-    runs}}. A nested pipeline (`simplification`, a fixed point of several passes) is logged as
-    one pass beside its own passes, so the names' seconds overlap and are not summed."""
+    """XLA's pass log → {module: {"seconds": the time its HLO passes ran, "passes": [[name,
+    seconds], …] the `top` largest, each summed over its runs}}. A module's time is the sum,
+    over each stretch of its thread's lines naming it (one compilation), from the stretch's
+    first line to its last: a module compiled twice is not charged for what ran between. A
+    nested pipeline (`simplification`, a fixed point of several passes) is logged as one pass
+    beside its own passes, so the names' seconds overlap and are not summed."""
     module_of: dict[str, str] = {}
-    span: dict[str, list[float]] = {}
+    stretch: dict[str, tuple[str, float, float]] = {}  # thread → (module, first, last)
+    total: collections.Counter = collections.Counter()
     seconds: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    day, before = 0.0, 0.0
     for h, m, sec, thread, module, name, micros in PASS_LOG.findall(log):
         t = int(h) * 3600 + int(m) * 60 + float(sec)
+        day += 86400.0 if t + day < before - 3600 else 0.0  # past midnight
+        t, before = t + day, t + day
         if module:
             module_of[thread] = module
         module = module_of.get(thread, "?")
-        first, last = span.get(module, (t, t))
-        span[module] = [min(first, t), max(last, t)]
+        current = stretch.get(thread)
+        if current is None or current[0] != module:
+            if current is not None:
+                total[current[0]] += current[2] - current[1]
+            current = (module, t, t)
+        stretch[thread] = (module, current[1], t)
         if name:
             seconds[module][name] += int(micros) / 1e6
-    return {m: {"seconds": round(span[m][1] - span[m][0], 3),
-                "passes": [[n, round(v, 3)] for n, v in seconds[m].most_common(top)]}
-            for m in sorted(span, key=lambda m: span[m][0] - span[m][1])}
+    for module, first, last in stretch.values():
+        total[module] += last - first
+    return {m: {"seconds": round(v, 3),
+                "passes": [[n, round(x, 3)] for n, x in seconds[m].most_common(top)]}
+            for m, v in total.most_common()}
 
 
 def with_passes(argv: list[str], out: str) -> int:
@@ -108,7 +120,7 @@ def with_passes(argv: list[str], out: str) -> int:
     modules' pass seconds added (`pass_seconds`), written to `out`."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="hlo_pass_pipeline=1",
                **{CHILD: "1"})
-    with tempfile.TemporaryFile("w+") as log:  # the log is large: a pipe could fill and block
+    with tempfile.TemporaryFile("w+", errors="replace") as log:  # large: a pipe could block
         done = subprocess.run([sys.executable, "-m", "experiments.program_size", *argv],
                               env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
         log.seek(0)

@@ -73,9 +73,9 @@ def candidate_iterations(cfg: RunConfig) -> tuple[int, ...]:
 
 
 def _settings(**more: object) -> dict:
-    """The trees' settings a fit's cache key holds (`tree_cache.fit_key`), with `more`."""
-    return {"leaves": GBM_LEAVES, "learning_rate": LEARNING_RATE,
-            "min_samples_leaf": MIN_SAMPLES_LEAF, **more}
+    """The trees' settings a fit's cache key holds (`tree_cache.fit_key`), with `more` (each
+    fit's own: its leaves, iterations, block)."""
+    return {"learning_rate": LEARNING_RATE, "min_samples_leaf": MIN_SAMPLES_LEAF, **more}
 
 
 def _fit_arrays(data: FoldData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

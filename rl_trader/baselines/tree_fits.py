@@ -17,15 +17,18 @@ import contextlib
 import os
 import pickle
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rl_trader.baselines import tree_cache
 from rl_trader.runtime.workers import host_cores, spawn_pool
+
+if TYPE_CHECKING:
+    from sklearn.ensemble import HistGradientBoostingRegressor
 
 LEARNING_RATE = 0.05
 MIN_SAMPLES_LEAF = 40  # rows per leaf at least: a few thousand noisy rows per fold
@@ -48,7 +51,7 @@ def tree_threads() -> Iterator[None]:
         yield
 
 
-def regressor(leaves: int, iterations: int):
+def regressor(leaves: int, iterations: int) -> HistGradientBoostingRegressor:
     """An unfitted regressor of the gbm baseline's settings."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
@@ -86,6 +89,7 @@ class FitJob:
     args: tuple
 
     def run(self) -> Any:
+        """The fit, made in this process."""
         return self.fn(*self.args)
 
 
@@ -107,14 +111,18 @@ class FitPool:
     """Makes `FitJob`s: `submit` starts those the tree cache lacks in up to `workers` spawned
     processes (started at the first submit that has two or more to fit: one fit alone is as
     quick here); `result` returns a job's value, read from the cache, waited for from a
-    worker (then cached) or, where it was not submitted, made here (then cached). Where the
-    workers die (`BrokenProcessPool`) the fits are made here instead. With `workers` < 2 every
-    fit is made here, when its result is asked for. Close it (`with`) to stop the workers."""
+    worker (then cached) or, where it was not submitted, made here (then cached); a value
+    made once is kept for a second ask (two jobs of one key: the trust's blocks and the tree
+    forecast's share trees where their leaves and iterations agree). Where the workers cannot
+    start or die (`OSError`, `BrokenProcessPool`), the pool is given up and every fit not yet
+    made is made here. With `workers` < 2 every fit is made here, when its result is asked
+    for. Close it (`with`) to stop the workers."""
 
     def __init__(self, workers: int = 0) -> None:
         self._workers = workers
-        self._pool = None
+        self._pool: ProcessPoolExecutor | None = None
         self._futures: dict[str, Future] = {}
+        self._made: dict[str, Any] = {}
 
     def __enter__(self) -> FitPool:
         return self
@@ -123,28 +131,46 @@ class FitPool:
         self.close()
 
     def close(self) -> None:
+        """Stop the workers (the fits still running are waited for, those queued dropped)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
+    def _give_up(self) -> None:
+        """No workers from now on: the pool is broken or could not start."""
+        self._workers = 0
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
     def submit(self, jobs: Iterable[FitJob]) -> None:
+        """Start `jobs` in the workers, those not cached, made or started already."""
         if self._workers < 2:
             return
-        todo = {job.key: job for job in jobs
-                if job.key not in self._futures and not tree_cache.has(job.key)}
-        if self._pool is None and len(todo) >= 2:
-            self._pool = spawn_pool(min(self._workers, len(todo)), _one_thread)
-        if self._pool is not None:
-            for key, job in todo.items():
-                self._futures[key] = self._pool.submit(job.fn, *job.args)
+        todo = {job.key: job for job in jobs if job.key not in self._futures
+                and job.key not in self._made and not tree_cache.has(job.key)}
+        try:
+            if self._pool is None and len(todo) >= 2:
+                self._pool = spawn_pool(min(self._workers, len(todo)), _one_thread)
+            if self._pool is not None:
+                for key, job in todo.items():
+                    self._futures[key] = self._pool.submit(job.fn, *job.args)
+        except (BrokenProcessPool, OSError):
+            self._give_up()  # the jobs not started are made here when asked for
 
     def result(self, job: FitJob) -> Any:
+        """`job`'s value (see the class)."""
+        if job.key in self._made:
+            return self._made[job.key]
         future = self._futures.pop(job.key, None)
         if future is None:
-            return tree_cache.cached(job.key, job.run)
-        try:
-            value = future.result()
-        except BrokenProcessPool:
-            value = job.run()
-        tree_cache.store(job.key, value)
+            value = tree_cache.cached(job.key, job.run)
+        else:
+            try:
+                value = future.result()
+            except BrokenProcessPool:
+                self._give_up()
+                value = job.run()
+            tree_cache.store(job.key, value)
+        self._made[job.key] = value
         return value

@@ -14,9 +14,12 @@ threads both times, `tree_fits.tree_threads`; 2026-12-07; the fits now run in wo
 processes, `tree_fits.FitPool`).
 
 Only where the host's cores wait for an accelerator (`experiment.host_is_idle`): on a CPU
-backend the compiler and the fits share the same cores and the interpreter lock, and the
-default `make train FOLDS=3` on a 2-core CPU took longer with it (249.6 s against 235.4 s:
-the trees 31.4 s instead of 11.7 s, the compile in the thread 23.4 s; 2026-12-07).
+backend the compiler and the fits share the same cores, and the default `make train FOLDS=3`
+on a 2-core CPU took longer with it (249.6 s against 235.4 s: the trees 31.4 s instead of
+11.7 s, the compile in the thread 23.4 s; 2026-12-07, the fits then in the run's process,
+holding its interpreter lock). Compiling the initialisation and epoch programs in two threads
+at once gains nothing there either: XLA's CPU compile already uses both cores (12.2 s against
+11.8–12.1 s one after the other, docs/benchmarks.md).
 
 The initialisation program is compiled in the run's own thread as before: it is traced under a
 process-wide JAX setting (`population.threefry_kernels`) that must not change while this

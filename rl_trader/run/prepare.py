@@ -205,9 +205,13 @@ def fold_jobs(prep: Prepared, k: int) -> list[FitJob]:
     (`gbm.staged_jobs`) and, with `--view trusted`, the trust's cross-fit blocks; the tree
     forecast's blocks wait for the gbm baseline's choice of leaves and iterations."""
     cfg, data = prep.cfg, prep._arrays(k)
-    trust = (block_jobs(data, *trust_trees(cfg), prep.folds[k].gap)
-             if cfg.env.view == "trusted" else [])
+    trust = block_jobs(data, *trust_trees(cfg), prep.folds[k].gap) if _trusts(cfg) else []
     return staged_jobs(data, cfg) + trust
+
+
+def _trusts(cfg: RunConfig) -> bool:
+    """Whether a fold's trees include the trust in the forecast (`--view trusted`)."""
+    return cfg.env.view == "trusted"
 
 
 def fold_trees(prep: Prepared, k: int, pool: FitPool | None = None) -> FoldTrees:
@@ -218,13 +222,13 @@ def fold_trees(prep: Prepared, k: int, pool: FitPool | None = None) -> FoldTrees
     pool = pool or FitPool()
     fit = fit_gbm(data, prep.val_steps, cfg, pool)
     if cfg.features.tree_forecast == "off":
-        trust = forecast_trust(data, gap, cfg, pool) if cfg.env.view == "trusted" else None
+        trust = forecast_trust(data, gap, cfg, pool) if _trusts(cfg) else None
         return FoldTrees(fit=fit, choice=None, trials={}, column=None, trust=trust)
     ridge = fit_ridge(data, prep.val_steps, cfg)
     choice = choose_tree_forecast(fit, np.asarray(ridge.val_sharpe))
     if choice.used:  # its blocks fit while the trust's are read
         pool.submit(block_jobs(data, fit.leaves, fit.iterations, gap))
-    trust = forecast_trust(data, gap, cfg, pool) if cfg.env.view == "trusted" else None
+    trust = forecast_trust(data, gap, cfg, pool) if _trusts(cfg) else None
     with_column, choice = with_tree_forecast(data, fit, gap, cfg.features.clip, choice, pool)
     trials = tree_forecast_trials(fit, np.asarray(ridge.val_returns), candidate_iterations(cfg),
                                   prep.val_len)

@@ -75,7 +75,8 @@ def check_resumable(meta: dict, run_dir: object, layout: list[str]) -> None:
     state are not this version's: `meta["diagnostics"]` names the saved diagnostics and
     `meta["runner_layout"]` the saved state's leaves (`runner_layout`; this version's is
     `layout`), both popped. A state saved with another layout (another field, an optimiser
-    state of another form) or before the layout was saved (2026-12-07) does not fit this
+    state of another form: another version's, or another backend's, `optimizer.
+    raveled_by_default`) or before the layout was saved (2026-12-07) does not fit this
     version's template: it is refused, never restored into the wrong leaves. That includes the
     states saved before the optimiser's state was raveled (2026-12-07), whose packed arrays
     would happen to fit (the leaf-by-leaf Adam moments concatenate in the raveled order): a
@@ -91,9 +92,10 @@ def check_resumable(meta: dict, run_dir: object, layout: list[str]) -> None:
         differ = ("saved before the layout was recorded" if members is None else next(
             f"{a or 'nothing'} saved where this version has {b or 'nothing'}"
             for a, b in itertools.zip_longest(members, layout) if a != b))
-        raise InputError(f"option --resume: the run in '{run_dir}' was saved by a version whose "
-                         f"training state has another layout ({differ}); start a new run, or "
-                         f"resume it with that version")
+        raise InputError(f"option --resume: the run in '{run_dir}' was saved with a training "
+                         f"state of another layout ({differ}): by another version, or on "
+                         f"another backend (the optimiser's state is raveled on a CPU alone); "
+                         f"start a new run, or resume it where it was saved")
 
 
 def discounted_returns(rewards: np.ndarray, gamma: np.ndarray) -> np.ndarray:

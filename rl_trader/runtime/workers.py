@@ -35,6 +35,8 @@ def spawn_pool(workers: int, initializer: Callable[[], None] | None = None
     pool = ProcessPoolExecutor(max_workers=workers,
                                mp_context=multiprocessing.get_context("spawn"),
                                initializer=initializer)
+    # process-wide for these few lines: a thread reading __main__ meanwhile (none of the run's
+    # does; `run.ahead`'s compiles do not) would see the empty one
     main = sys.modules["__main__"]
     sys.modules["__main__"] = types.ModuleType("__main__")
     try:

@@ -19,6 +19,7 @@ from rl_trader.baselines.tree_fits import (
     tree_threads,
 )
 from rl_trader.run.prepare import prepare
+from rl_trader.runtime.workers import spawn_pool
 from tests.helpers import tiny_config
 
 
@@ -84,6 +85,47 @@ def test_workers_are_the_cores_less_the_spare_within_the_thread_share(monkeypatc
     assert fit_workers(spare_cores=2) == 4
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert fit_workers() == 1
+
+
+def test_a_pool_that_breaks_at_submit_is_given_up(jobs, tmp_path, monkeypatch):
+    """Workers that die before a submit: the pool is given up, and every fit is made here."""
+    monkeypatch.setenv(tree_cache.CACHE_ENV, str(tmp_path))
+
+    class Broken:
+        def submit(self, *args):
+            raise BrokenProcessPool("a worker died")
+
+        def shutdown(self, **kwargs):
+            pass
+
+    pool = FitPool(2)
+    pool._pool = Broken()
+    pool.submit(jobs[:2])
+    assert pool._pool is None and not pool._futures
+    pool.submit(jobs[2:4])  # no workers from now on
+    assert pool._pool is None
+    np.testing.assert_array_equal(pool.result(jobs[-1]), jobs[-1].run())
+
+
+def test_with_trees_through_workers_is_the_same_as_here(monkeypatch):
+    """`with_trees` with two workers (every fold's fits, then each fold's tree-forecast
+    blocks) gives the same trees, columns, trusts and choices as with none."""
+    from rl_trader.run import prepare as prepare_module
+
+    monkeypatch.setenv(tree_cache.CACHE_ENV, "off")
+    lazy = prepare(tiny_config(), fit_trees=False)
+    here = prepare_module.with_trees(lazy).trees
+    monkeypatch.setattr(prepare_module, "fit_workers", lambda spare_cores=0: 2)
+    spawned = []
+    monkeypatch.setattr(tree_fits, "spawn_pool", lambda *a: spawned.append(a) or spawn_pool(*a))
+    there = prepare_module.with_trees(lazy).trees
+    assert spawned  # the fits were made in workers
+    assert all(t.trust is not None and t.choice is not None for t in here)  # every kind of fit
+    for a, b in zip(here, there, strict=True):
+        np.testing.assert_array_equal(a.fit.forecast.y_hat, b.fit.forecast.y_hat)
+        assert (a.fit.leaves, a.fit.iterations, a.choice, a.trust) == (
+            b.fit.leaves, b.fit.iterations, b.choice, b.trust)
+        np.testing.assert_array_equal(a.column, b.column)
 
 
 def test_a_fit_error_is_raised_not_hidden(tmp_path, monkeypatch):

@@ -78,14 +78,19 @@ PASS_LOG = "\n".join(f"I1207 23:41:{t} {thread} hlo_pass_pipeline.cc:1] {text}"
     ("19.200000", 653, f"{PASS} after layout assignment time: 12 us (12 us) (cumulative: 1 s)"),
     ("19.300000", 700, f"{PASS} dce time: 190 ms (190000 us) (cumulative: 1 s)"),
     ("19.500000", 653, f"{PASS} algsimp time: 250 ms (250000 us) (cumulative: 1 s)"),
-    ("19.500001", 653, "    Invariant checker hlo-verifier")))
+    ("19.500001", 653, "    Invariant checker hlo-verifier"),
+    ("20.000000", 653, f"{RUN} jit_init: optimization"),  # thread 653 compiles jit_init
+    ("20.100000", 653, f"{PASS} dce time: 100 ms (100000 us) (cumulative: 1 s)"),
+    ("21.000000", 653, f"{RUN} jit_run_epoch: optimization"),  # and the epoch again
+    ("21.200000", 653, f"{PASS} algsimp time: 200 ms (200000 us) (cumulative: 1 s)")))
 
 
 def test_pass_seconds_follow_each_thread_s_module():
     """Each pass's seconds (its `(N us)`, names with spaces too) go to the module its thread's
-    last pipeline named, summed over runs; a module's seconds span its first and last lines."""
+    last pipeline named, summed over runs; a module's seconds are those of its stretches of
+    lines, one a compilation (not the time between two compilations of it)."""
     got = pass_seconds(PASS_LOG)
     assert list(got) == ["jit_run_epoch", "jit_init"]  # the longest first
-    assert got["jit_run_epoch"] == {"seconds": 0.5, "passes": [["algsimp", 0.34], [
+    assert got["jit_run_epoch"] == {"seconds": 0.5 + 0.2, "passes": [["algsimp", 0.54], [
         "after layout assignment", 0.0]]}
-    assert got["jit_init"] == {"seconds": 0.2, "passes": [["dce", 0.19]]}
+    assert got["jit_init"] == {"seconds": 0.3, "passes": [["dce", 0.29]]}

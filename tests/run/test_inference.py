@@ -189,7 +189,8 @@ def test_a_mismatching_architecture_is_refused(trained):
 def test_an_older_checkpoint_holding_the_whole_learner_state_still_reads(tmp_path):
     """Epochs saved before fold checkpoints held the acting params alone (before 2026-11-30)
     hold the whole learner state, with the optimiser state of that time (optax's chain, leaf
-    by leaf, not today's raveled one): `restore_acting` reads their acting params alone."""
+    by leaf, not the raveled one a CPU makes today): `restore_acting` reads their acting params
+    alone."""
     cfg = tiny_config()
     template = learner_template(cfg, 4, 2)
     rng = np.random.default_rng(0)

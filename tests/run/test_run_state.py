@@ -86,8 +86,9 @@ def test_a_resume_state_of_another_training_state_is_refused_in_one_line():
         with pytest.raises(InputError) as e:
             check_resumable(meta, "runs/x", LAYOUT)
         assert str(e.value) == (
-            f"option --resume: the run in 'runs/x' was saved by a version whose training state "
-            f"has another layout ({says}); start a new run, or resume it with that version")
+            f"option --resume: the run in 'runs/x' was saved with a training state of another "
+            f"layout ({says}): by another version, or on another backend (the optimiser's state "
+            f"is raveled on a CPU alone); start a new run, or resume it where it was saved")
 
 
 def test_the_layout_names_every_leaf_of_the_training_state():
