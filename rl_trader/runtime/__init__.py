@@ -1,2 +1,2 @@
 """Run-time services: devices, the compilation cache and its watch, the stopwatch, TensorBoard, run
-directories, reproducible kernels."""
+directories, reproducible kernels, spawned worker processes."""
