@@ -19,7 +19,7 @@ on a 2-core CPU took longer with it (249.6 s against 235.4 s: the trees 31.4 s i
 11.7 s, the compile in the thread 23.4 s; 2026-12-07, the fits then in the run's process,
 holding its interpreter lock). Compiling the initialisation and epoch programs in two threads
 at once gains nothing there either: XLA's CPU compile already uses both cores (12.2 s against
-11.8–12.1 s one after the other, docs/benchmarks.md).
+11.8–12.1 s one after the other, docs/history/benchmarks.md).
 
 The initialisation program is compiled in the run's own thread as before: it is traced under a
 process-wide JAX setting (`population.threefry_kernels`) that must not change while this
