@@ -3,7 +3,8 @@
 # compilation cache, the same warm, then a file of another length in the same shape bucket
 # (the embedded S&P 500 without its first 600 bars), warm; and how many compiled programs
 # each run added to the persistent cache (both caches empty at the start unless given); then
-# the two big programs' compile, pass by pass (`experiments.program_size --passes --call`).
+# the two big programs' compile, pass by pass, and the epoch's two halves alone
+# (`experiments.program_size --passes --call --parts`).
 #   experiments/first_runs.sh OUT        (PYTHON=python3 by default; extra options in ARGS)
 set -euo pipefail
 out=$1
@@ -41,5 +42,5 @@ for name in cold warm other_length; do
   cp "$runs/$name/timings.json" "$out/$name.timings.json"
   cp "$runs/$name/summary.json" "$out/$name.summary.json"
 done
-$PY -m experiments.program_size --passes --call --out "$out/program_size.json" \
+$PY -m experiments.program_size --passes --call --parts --out "$out/program_size.json" \
   > "$out/program_size.log" 2>&1

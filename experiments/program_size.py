@@ -1,6 +1,6 @@
 """The size of a run's two big programs and what compiling them costs, written as JSON.
 
-    python -m experiments.program_size [--out size.json] [--call] [--passes]
+    python -m experiments.program_size [--out size.json] [--call] [--passes] [--parts]
                                        [--jax-cache DIR] [-- train options]
 
 For the run the train options describe (default: `make train FOLDS=3`'s, `--folds 3` on the
@@ -16,7 +16,9 @@ kept, so that runs under other `XLA_FLAGS` can be compared bit for bit. Run it o
 measurement runs in a child process with XLA's pass log on (`TF_CPP_VMODULE=
 hlo_pass_pipeline=1`, read when XLA loads) and each XLA module's seconds in its HLO passes are
 kept, the largest first (`pass_seconds`): what of a compile is HLO passes and what is code
-generation (the rest of `compile_seconds`).
+generation (the rest of `compile_seconds`). With `--parts`, the epoch's two halves are also
+compiled alone on the population: one env step of every env with the ε-greedy policy
+(`act_step`) and one gradient update (`learn_step`), to find which part a compile's time is in.
 """
 
 from __future__ import annotations
@@ -35,11 +37,13 @@ import time
 import jax
 import numpy as np
 
+from rl_trader.agent import learner
 from rl_trader.cli.options import config_from_args
 from rl_trader.cli.train import build_parser
 from rl_trader.run.prepare import build_cohort, prepare
 from rl_trader.runtime.compile_cache import enable_compilation_cache
-from rl_trader.training.population import threefry_kernels
+from rl_trader.training import train
+from rl_trader.training.population import Cohort, threefry_kernels
 
 PROG = "python -m experiments.program_size"
 INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = [^=]*?\b([a-z][\w\-]*)\(", re.M)
@@ -71,6 +75,24 @@ def measure(lowerable, args: tuple) -> tuple[dict, object]:
             "hlo_instructions_optimised": sum(after.values()),
             "lower_seconds": round(t1 - t0, 3), "compile_seconds": round(t2 - t1, 3),
             "opcodes_optimised": dict(after.most_common(12))}, compiled
+
+
+def parts(c: Cohort) -> dict[str, tuple]:
+    """The epoch's two halves vmapped over the population, jitted, with their arguments:
+    `act_step` (one env step of every env, ε-greedy) and `learn_step` (one gradient update)."""
+    head, cfg = c.pop.trainer.epoch.keywords["head"], c.pop.trainer.epoch.keywords["cfg"]
+    total = cfg.train.epochs * cfg.train.steps_per_epoch
+
+    def act_step(r: train.Runner, fold, hp: learner.HParams) -> train.Runner:
+        eps = learner.epsilon(r.env_steps, total, cfg.agent, hp)
+        return train.env_step(r, fold, eps, head, cfg)[0]
+
+    def learn_step(r: train.Runner, fold, hp: learner.HParams) -> train.Runner:
+        return train.learn(r, fold, hp, head, cfg)[0]
+
+    runners = jax.eval_shape(c.pop.init, c.keys, c.data)
+    return {f.__name__: (jax.jit(jax.vmap(f)), (runners, c.data, c.hps))
+            for f in (act_step, learn_step)}
 
 
 def params_digest(tree: object) -> str:
@@ -149,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a persistent compilation cache directory (default off: every "
                         "program is compiled; with one, a program found there is loaded and "
                         "its compile seconds are the load's)")
+    parser.add_argument("--parts", action="store_true",
+                        help="also compile the epoch's env step and gradient update alone")
     parser.add_argument("train_args", nargs="*", help="train options (after --)")
     args = parser.parse_args(argv)
     if args.passes and not os.environ.get(CHILD):
@@ -162,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     out["init"], init = threefry_kernels(measure)(c.pop.init_program, (c.keys, c.data))
     out["epoch"], epoch = measure(c.pop.epoch, (jax.eval_shape(c.pop.init, c.keys, c.data),
                                                 c.data, c.hps))
+    if args.parts:
+        for name, (program, program_args) in parts(c).items():
+            out[name] = measure(program, program_args)[0]
     if args.call:
         runners = jax.block_until_ready(init(c.keys, c.data))
         seconds = []
