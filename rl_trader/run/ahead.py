@@ -21,9 +21,14 @@ holding its interpreter lock). Compiling the initialisation and epoch programs i
 at once gains nothing there either: XLA's CPU compile already uses both cores (12.2 s against
 11.8–12.1 s one after the other, docs/history/benchmarks.md).
 
-The initialisation program is compiled in the run's own thread as before: it is traced under a
-process-wide JAX setting (`population.threefry_kernels`) that must not change while this
-thread traces, which is why the run waits for `CompileAhead` before building its cohort.
+The initialisation program and the first validation's programs (`validation.validate`) are
+made ready in the same thread, beside the epoch's compile: the initialisation is traced first,
+alone, under a process-wide JAX setting (`population.threefry_kernels`) that must not change
+while another thread traces (the run's own thread fits trees meanwhile and traces nothing; it
+waits for `CompileAhead` before building its cohort); then the epoch program is traced, and
+while XLA compiles it a second thread compiles the initialisation, calls it on the placeholder
+data and takes the validation path once on its output, which compiles that path's programs
+with the arguments the run's first epoch will give them.
 """
 
 from __future__ import annotations
@@ -32,9 +37,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
+import numpy as np
 
 from rl_trader.run.prepare import Prepared, build_cohort
+from rl_trader.run.validation import validate
 from rl_trader.runtime.compile_watch import unwatched
+from rl_trader.runtime.devices import shard_population
+from rl_trader.training.population import Cohort, threefry_kernels
+from rl_trader.training.train import EpochMetrics
 
 
 class CompileAhead:
@@ -65,8 +75,25 @@ def _compile_epoch(prep: Prepared, devices: int | None) -> float:
     t0 = time.perf_counter()
     with unwatched():
         c = build_cohort(prep, devices, placeholder=True)
+        init = threefry_kernels(c.pop.init_program.lower)(c.keys, c.data)  # traced alone
         # the initial state's shapes and shardings, traced without `init`'s threefry setting
         # (process-wide: it must not change while the run's own thread traces)
         runners = jax.eval_shape(c.pop.init_program, c.keys, c.data)
-        c.pop.epoch.lower(runners, c.data, c.hps).compile()
+        epoch = c.pop.epoch.lower(runners, c.data, c.hps)
+        with ThreadPoolExecutor(1, thread_name_prefix="compile-ahead-side") as side:
+            first = side.submit(_first_validation, prep, c, init, epoch.out_info[1])
+            epoch.compile()
+            first.result()
     return time.perf_counter() - t0
+
+
+def _first_validation(prep: Prepared, c: Cohort, init: jax.stages.Lowered,
+                      metrics: EpochMetrics) -> None:
+    """Compile the initialisation (`init`, lowered), call it on the placeholder data and
+    validate its members as an epoch's (`metrics`: the epoch's output shapes, as zeros on the
+    population's sharding): the run's first validation then finds its programs compiled."""
+    with unwatched():
+        runners = init.compile()(c.keys, c.data)
+        zeros = shard_population(jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), metrics),
+                                 c.mesh)
+        validate(prep, c, runners, zeros)

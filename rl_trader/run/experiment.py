@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import shutil
 import time
 from collections.abc import Callable
@@ -29,13 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from rl_trader import env
 from rl_trader.agent.learner import TrainState
 from rl_trader.baselines.gbm import TREES_FILE, GbmFits, save_trees
-from rl_trader.data.buckets import trim
 from rl_trader.data.fold_data import fold_inference_metadata
 from rl_trader.data.folds import format_folds
 from rl_trader.errors import InputError
@@ -62,12 +59,12 @@ from rl_trader.run.run_state import (
     runner_layout,
 )
 from rl_trader.run.scoring import score_folds, validation_summary
+from rl_trader.run.validation import validate
 from rl_trader.runtime.compile_watch import CompileLog, format_seconds, time_left, totals
 from rl_trader.runtime.devices import (
     barrier,
     describe_device,
     is_multiprocess,
-    replicated,
     rows,
     shard_population,
     to_host,
@@ -75,7 +72,7 @@ from rl_trader.runtime.devices import (
 from rl_trader.runtime.rundir import RunLock, fault_point, open_run_dir, write_json
 from rl_trader.runtime.stopwatch import Stopwatch
 from rl_trader.runtime.tensorboard import ScalarWriter
-from rl_trader.training.population import Cohort, ensembles
+from rl_trader.training.population import Cohort
 from rl_trader.training.train import EpochMetrics
 
 FINITE_WHAT = ("loss", "gradient", "parameters", "validation returns")
@@ -124,19 +121,6 @@ class Run:
                                {"config": prep.cfg.to_dict(), "fold": f.to_dict(),
                                 "data_sha256": prep.data_sha256, "inference": inference},
                                process=process)
-
-
-@functools.partial(jax.jit, static_argnums=(2, 3))
-def _after_epoch(runners, metrics, n_groups: int, size: int) -> tuple[object, jax.Array]:
-    """What the host needs of an epoch's members, in one program: their params as ensembles
-    [G, S, ...] (`population.ensembles`) and [P, 3] flags: loss, gradient norm and every
-    parameter finite, per member (the validation returns are checked on the host as a fourth
-    flag)."""
-    params_ok = jax.vmap(lambda p: jnp.all(jnp.stack(
-        [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(p)])))(runners.learner.params)
-    finite = jnp.stack([jnp.isfinite(metrics.loss), jnp.isfinite(metrics.grad_norm),
-                        params_ok], 1)
-    return ensembles(runners.learner.params, n_groups, size), finite
 
 
 def run_experiment(prep: Prepared, run_dir: Path, overwrite: bool = False,
@@ -338,14 +322,8 @@ def train_epoch(run: Run, state: RunState, epoch: int) -> RunState:
     fault_point(f"epoch:{epoch}")
     learnt = runners.learner.params  # [members, ...]
     with clock.stage("validation"), run.compiles.first("validation program"):
-        grouped, finite = _after_epoch(runners, metrics, len(c.groups), c.n_seeds)
-        acting = jax.device_put(grouped, replicated(c.mesh))
-        val = trim(jax.tree.map(to_host, c.pop.evaluate(acting, c.val_data,
-                                                        c.val_data.val[:, 0], prep.val_steps,
-                                                        c.eval_keys)),
-                   prep.val_len, axis=1)  # host arrays [G, val_len, ...]
+        acting, val, finite = validate(prep, c, runners, metrics)
         val_returns = val.returns.astype(np.float64)
-        finite = to_host(finite)
     records, progress = state.records, state.progress
     records.val_returns[epoch] = val_returns
     with clock.stage("diagnostics"):

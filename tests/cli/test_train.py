@@ -88,14 +88,16 @@ def test_smoke_run_writes_three_checkpoints_and_a_summary(smoke_run):
 
 
 def test_the_training_program_is_compiled_while_the_trees_are_fit(smoke_run):
-    """The epoch program compiled ahead on the placeholder fold data (`run.ahead`) is the one
-    the first epoch calls: it compiles nothing, nor loads from the persistent cache."""
+    """The programs compiled ahead on the placeholder fold data (`run.ahead`) are the ones the
+    run calls: its initialisation, first epoch and first validation compile nothing, nor load
+    from the persistent cache."""
     _, _, log = smoke_run
     lines = log.splitlines()
     ahead = [i for i, line in enumerate(lines) if "compiled in" in line and "beside the tree "
              "fits" in line]
-    first = lines.index("training program: already compiled in this process")
-    assert ahead and ahead[0] < first
+    assert ahead
+    for what in ("initialisation", "training", "validation"):
+        assert ahead[0] < lines.index(f"{what} program: already compiled in this process")
 
 
 def test_the_runs_table_reads_a_real_summary(smoke_run):
