@@ -58,7 +58,7 @@ from rl_trader.run.run_state import (
     horizon,
     runner_layout,
 )
-from rl_trader.run.scoring import score_folds, validation_summary
+from rl_trader.run.scoring import TestBaselines, score_folds, validation_summary
 from rl_trader.run.validation import validate
 from rl_trader.runtime.compile_watch import CompileLog, format_seconds, time_left, totals
 from rl_trader.runtime.devices import (
@@ -97,7 +97,7 @@ class Run:
     laps: list[dict] = dataclasses.field(default_factory=list)  # this process's epochs
     # this process's epochs, each without the seconds spent compiling: the time-left estimate
     work_seconds: list[float] = dataclasses.field(default_factory=list)
-    gbm_fits: GbmFits | None = None  # the gbm baseline (process 0 of a scored run)
+    baselines: TestBaselines | None = None  # on test, and gbm's fits (process 0, scored)
 
     def wait_for_writes(self) -> None:
         """Block until this process's fold checkpoints and resume state started so far are
@@ -179,8 +179,10 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
     pool = start_workers() if scored and write_html and host_is_idle() else None
     try:
         if scored:
-            run.gbm_fits = GbmFits(cohort.fold_data, prep.val_steps, prep.cfg, host_is_idle(),
-                                   prep.gbm_fits)
+            gbm_fits = GbmFits(cohort.fold_data, prep.val_steps, prep.cfg, host_is_idle(),
+                               prep.gbm_fits)
+            run.baselines = TestBaselines(prep, cohort.fold_data, gbm_fits,
+                                          cohort.run_keys.random, host_is_idle())
         for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
             state = train_epoch(run, state, epoch)
         with clock.stage("resume_wait"):  # the last epoch's writes
@@ -445,7 +447,7 @@ def score(run: Run, state: RunState, validation_only: bool) -> dict:
         with run.compiles.first("scoring programs (test rollouts and baselines)"):
             summary = score_folds(run.prep, run.run_dir, run.cohort.pop, run.template,
                                   readers, run.cohort.fold_data, *records,
-                                  gbm_fits=run.gbm_fits, keys=run.cohort.run_keys,
+                                  baselines=run.baselines, keys=run.cohort.run_keys,
                                   mesh=None if is_multiprocess() else run.cohort.mesh)
     return dataclasses.replace(summary, fingerprint=run.fingerprint, stopped=stopped)
 

@@ -6,6 +6,7 @@ stitched record and the headline then cover the folds that were scored, and say 
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -25,6 +26,7 @@ from rl_trader.evaluation.record import FoldEntry, Performance, PriorFigures, Ru
 from rl_trader.evaluation.rollout import Rollout
 from rl_trader.run.checkpoint import FoldCheckpoints, export_safetensors
 from rl_trader.run.prepare import Prepared
+from rl_trader.runtime.compile_watch import unwatched
 from rl_trader.runtime.devices import describe_device, replicated
 from rl_trader.training.population import Population, RunKeys, make_run_keys, stack, take
 
@@ -64,8 +66,8 @@ def test_figures(acting: Rollout, policies: dict[str, Rollout], metrics: dict[st
 
 def compare(agent: Rollout, data: FoldData, start: int, length: int, steps: int,
             cfg: RunConfig, ppy: float, val_steps: int | None, random_keys: np.ndarray,
-            gbm: GbmFit | None = None) -> tuple[dict[str, Rollout], dict[str, dict], Rollout,
-                                                dict]:
+            gbm: GbmFit | None = None, base: dict[str, Rollout] | None = None
+            ) -> tuple[dict[str, Rollout], dict[str, dict], Rollout, dict]:
     """The agent's rollout beside the baselines over bars [start, start + length) of `data`,
     same fills and costs: (rollouts by name, the random policy's first seed standing for it),
     metrics by name (the random policy's: the mean over `N_RANDOM_SEEDS` seeds), the random
@@ -76,10 +78,12 @@ def compare(agent: Rollout, data: FoldData, start: int, length: int, steps: int,
     validation block) leaves out the baselines fit to the training data
     (`baselines.suite.FITTED_BASELINES`). `random_keys`: the random policy's seeds' keys
     [R, 2] (`random_keys`). `gbm`: the gbm baseline's fit to `data` (`gbm.GbmFits`); None
-    leaves gbm out."""
+    leaves gbm out. `base`: the baselines' rollouts of these arguments, made already
+    (`TestBaselines`); None makes them here."""
     fit = gbm
-    base = baseline_rollouts(data, start, steps, cfg, random_keys, val_steps,
-                                None if fit is None else fit.forecast)
+    if base is None:
+        base = baselines_over(data, start, steps, cfg, random_keys, val_steps, fit)
+    base = dict(base)
     rand = trim(base.pop("random"), length, axis=1)
     base = trim(base, length, axis=0)
     policies = {"agent": agent, **base, "random": take(rand, 0)}
@@ -87,6 +91,49 @@ def compare(agent: Rollout, data: FoldData, start: int, length: int, steps: int,
     metrics["random"], _ = _over_seeds(rand, ppy)
     chosen = {} if fit is None else {"leaves": fit.leaves, "iterations": fit.iterations}
     return policies, metrics, rand, chosen
+
+
+def baselines_over(data: FoldData, start: int, steps: int, cfg: RunConfig,
+                   random_keys: np.ndarray, val_steps: int | None,
+                   gbm: GbmFit | None) -> dict[str, Rollout]:
+    """`baseline_rollouts` over `steps` bars from `start` (the gbm baseline's forecast from
+    `gbm`, None: no gbm), as host arrays."""
+    return jax.tree.map(np.asarray, baseline_rollouts(
+        data, start, steps, cfg, random_keys, val_steps, None if gbm is None else gbm.forecast))
+
+
+class TestBaselines:
+    """Each fold's baselines over its test block (`baselines_over`) and its gbm fit, made
+    once. With `background` (an accelerator run: `experiment.host_is_idle`) they are made on a
+    host thread started here, fold after fold, while the run trains, so that scoring finds
+    them, and their program, ready. They read the fold's data, its gbm fit (`gbm_fits`) and
+    the run's random-policy keys, never the agent, and are deterministic: they equal the
+    rollouts made at scoring time, and nothing chosen during training sees them. That
+    thread's compilations are left out of the run's compile log (`compile_watch.unwatched`).
+    Otherwise fold k's are made when `result(k)` asks. `result(k)` raises their error, if
+    any."""
+
+    def __init__(self, prep: Prepared, fold_data: list[FoldData], gbm_fits: GbmFits,
+                 rand_keys: np.ndarray, background: bool) -> None:
+        self._prep, self._data, self._gbm, self._keys = prep, fold_data, gbm_fits, rand_keys
+        self._made: dict[int, Future] = {}
+        if background:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="test-baselines")
+            self._made = {k: pool.submit(self._unwatched, k) for k in range(len(fold_data))}
+            pool.shutdown(wait=False)  # the thread ends after the last fold
+
+    def _make(self, k: int) -> tuple[dict[str, Rollout], GbmFit]:
+        prep, fit = self._prep, self._gbm.result(k)
+        return baselines_over(self._data[k], prep.folds[k].test[0], prep.test_steps, prep.cfg,
+                              self._keys, prep.val_steps, fit), fit
+
+    def _unwatched(self, k: int) -> tuple[dict[str, Rollout], GbmFit]:
+        with unwatched():
+            return self._make(k)
+
+    def result(self, k: int) -> tuple[dict[str, Rollout], GbmFit]:
+        """Fold k's baselines over its test block (host arrays) and its gbm fit."""
+        return self._made[k].result() if k in self._made else self._make(k)
 
 
 def test_keys(keys: RunKeys, n: int, cfg: RunConfig) -> np.ndarray:
@@ -160,11 +207,12 @@ def with_forecast_rows(prep: Prepared, val_matrix: list[list[np.ndarray]]
 
 def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: FoldData,
                 ckpt: FoldCheckpoints, history: list[dict], stitched: dict[str, list],
-                gbm_fit: GbmFit, rand_keys: np.ndarray) -> FoldEntry:
+                baselines: TestBaselines, rand_keys: np.ndarray) -> FoldEntry:
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
+    base, gbm_fit = baselines.result(k)
     policies, metrics, rand, gbm = compare(agent, data, f.test[0], test_len, prep.test_steps,
-                                           cfg, ppy, prep.val_steps, rand_keys, gbm_fit)
+                                           cfg, ppy, prep.val_steps, rand_keys, gbm_fit, base)
     meta = ckpt.metadata()
     if prep.oracle_position is not None:
         policies["oracle"] = trim(oracle_rollout(
@@ -193,15 +241,15 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
 
 def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                 ckpts: list[FoldCheckpoints], fold_data: list[FoldData], history, trials,
-                val_matrix, gbm_fits: GbmFits, keys: RunKeys,
+                val_matrix, baselines: TestBaselines, keys: RunKeys,
                 mesh: Mesh | None = None) -> RunSummary:
     """Restore each fold's best acting params (`template`: an ensemble's learner state, zeros),
     score them once on test; the summary's content. The rollouts are `pop.evaluate`'s, with
     the params `replicated` on `mesh` as in validation (None: a multi-process run, scored by
     process 0 alone from host arrays), so a test block as long as a validation block reuses
-    the validation program instead of compiling it again. `gbm_fits`: the folds' gbm fits;
-    `keys`: the run's keys (the scored folds' test rollouts take the first of `keys.test`, the
-    random policy `keys.random`)."""
+    the validation program instead of compiling it again. `baselines`: the folds' baselines
+    on test and gbm fits (`TestBaselines`, made with `keys.random`); `keys`: the run's keys
+    (the scored folds' test rollouts take the first of `keys.test`)."""
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]
     acting = {k: ckpts[k].restore_acting(template) for k in scored}
@@ -224,7 +272,7 @@ def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
             prep.test_len, axis=1)
         for j, k in enumerate(scored):
             entries[k] = _fold_entry(prep, run_dir, k, take(tests, j), fold_data[k], ckpts[k],
-                                     history[k], stitched, gbm_fits.result(k), keys.random)
+                                     history[k], stitched, baselines, keys.random)
     trials = trials + forecast_trials(prep)
     for c in ckpts:
         c.close()

@@ -6,7 +6,7 @@ import logging
 import jax
 import numpy as np
 
-from rl_trader.baselines.gbm import GBM_LEAVES, candidate_iterations
+from rl_trader.baselines.gbm import GBM_LEAVES, GbmFits, candidate_iterations
 from rl_trader.baselines.ridge import RIDGE_ALPHAS
 from rl_trader.evaluation.metrics import sharpe_of
 from rl_trader.run import experiment, scoring
@@ -61,3 +61,21 @@ def test_fewer_scored_folds_take_the_first_test_keys_or_a_split_of_their_own():
     with jax.threefry_partitionable(False):
         np.testing.assert_array_equal(scoring.test_keys(keys, 2, cfg),
                                       jax.random.split(jax.random.PRNGKey(6), 2))
+
+
+def test_baselines_made_while_training_equal_those_made_at_scoring():
+    """`TestBaselines` made on a host thread (an accelerator run, while it trains) give the
+    rollouts and gbm fits that scoring would make itself, bit for bit, over the test block's
+    shape bucket."""
+    prep = prepare(tiny_config())
+    data = [prep.fold_data(k) for k in range(len(prep.folds))]
+    fits = GbmFits(data, prep.val_steps, prep.cfg, False, prep.gbm_fits)
+    keys = scoring.random_keys(prep.cfg)
+    ahead = scoring.TestBaselines(prep, data, fits, keys, background=True)
+    later = scoring.TestBaselines(prep, data, fits, keys, background=False)
+    for k in range(len(prep.folds)):
+        (made, fit_made), (asked, fit_asked) = ahead.result(k), later.result(k)
+        assert fit_made is fit_asked
+        assert made.keys() == asked.keys() and "gbm" in made
+        jax.tree.map(np.testing.assert_array_equal, made, asked)
+        assert made["buy_and_hold"].returns.shape == (prep.test_steps,)
