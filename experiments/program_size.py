@@ -1,7 +1,7 @@
 """The size of a run's two big programs and what compiling them costs, written as JSON.
 
     python -m experiments.program_size [--out size.json] [--call] [--passes] [--parts]
-                                       [--jax-cache DIR] [-- train options]
+                                       [--serialized] [--jax-cache DIR] [-- train options]
 
 For the run the train options describe (default: `make train FOLDS=3`'s, `--folds 3` on the
 embedded data), the population's initialisation and epoch programs are lowered and compiled
@@ -19,6 +19,10 @@ kept, the largest first (`pass_seconds`): what of a compile is HLO passes and wh
 generation (the rest of `compile_seconds`). With `--parts`, the epoch's two halves are also
 compiled alone on the population: one env step of every env with the ε-greedy policy
 (`act_step`) and one gradient update (`learn_step`), to find which part a compile's time is in.
+With `--serialized`, the compiled epoch is also serialized and loaded back
+(`jax.experimental.serialize_executable`): its bytes and seconds, against the trace and the
+persistent cache's load (`lower_seconds`, and `compile_seconds` under `--jax-cache DIR` once
+the cache holds it), what a start that skips the trace would pay.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import time
 
 import jax
 import numpy as np
+from jax.experimental import serialize_executable
 
 from rl_trader.agent import learner
 from rl_trader.cli.options import config_from_args
@@ -93,6 +98,17 @@ def parts(c: Cohort) -> dict[str, tuple]:
     runners = jax.eval_shape(c.pop.init, c.keys, c.data)
     return {f.__name__: (jax.jit(jax.vmap(f)), (runners, c.data, c.hps))
             for f in (act_step, learn_step)}
+
+
+def serialized(compiled) -> dict:
+    """The compiled program serialized and loaded back: its bytes and both seconds."""
+    t0 = time.perf_counter()
+    payload, in_tree, out_tree = serialize_executable.serialize(compiled)
+    t1 = time.perf_counter()
+    serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+    t2 = time.perf_counter()
+    return {"serialized_bytes": len(payload), "serialize_seconds": round(t1 - t0, 3),
+            "deserialize_seconds": round(t2 - t1, 3)}
 
 
 def params_digest(tree: object) -> str:
@@ -171,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a persistent compilation cache directory (default off: every "
                         "program is compiled; with one, a program found there is loaded and "
                         "its compile seconds are the load's)")
+    parser.add_argument("--serialized", action="store_true",
+                        help="also serialize the compiled epoch and load it back")
     parser.add_argument("--parts", action="store_true",
                         help="also compile the epoch's env step and gradient update alone")
     parser.add_argument("train_args", nargs="*", help="train options (after --)")
@@ -186,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     out["init"], init = threefry_kernels(measure)(c.pop.init_program, (c.keys, c.data))
     out["epoch"], epoch = measure(c.pop.epoch, (jax.eval_shape(c.pop.init, c.keys, c.data),
                                                 c.data, c.hps))
+    if args.serialized:
+        out["epoch"].update(serialized(epoch))
     if args.parts:
         for name, (program, program_args) in parts(c).items():
             out[name] = measure(program, program_args)[0]

@@ -58,7 +58,8 @@ def test_the_tiny_runs_programs_are_measured(tmp_path):
     out = tmp_path / "size.json"
     # the session's compilation cache: the tiny run's programs, compiled once for the suite
     cache = ["--jax-cache", os.environ.get("RL_TRADER_JAX_CACHE", "off")]
-    assert main(["--out", str(out), "--call", "--parts", *cache, "--", *args]) == 0
+    assert main(["--out", str(out), "--call", "--parts", "--serialized", *cache, "--",
+                 *args]) == 0
     first = json.loads(out.read_text())
     for name in ("init", "epoch"):
         p = first[name]
@@ -67,6 +68,8 @@ def test_the_tiny_runs_programs_are_measured(tmp_path):
         assert sum(p["opcodes_optimised"].values()) <= p["hlo_instructions_optimised"]
     assert first["members"] == 2 and len(first["epoch"]["call_seconds"]) == 2
     assert len(first["epoch"]["params_sha256"]) == 64
+    assert first["epoch"]["serialized_bytes"] > 1000
+    assert first["epoch"]["deserialize_seconds"] >= 0
     # the epoch's two halves alone: each a part of the epoch's program
     for name in ("act_step", "learn_step"):
         assert 100 < first[name]["hlo_instructions"] < first["epoch"]["hlo_instructions"]
