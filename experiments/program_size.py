@@ -153,13 +153,14 @@ def pass_seconds(log: str, top: int = 15) -> dict:
             for m, v in total.most_common()}
 
 
-def with_passes(argv: list[str], out: str) -> int:
-    """This measurement again in a child process with XLA's pass log on; its JSON with the
-    modules' pass seconds added (`pass_seconds`), written to `out`."""
+def with_passes(argv: list[str], out: str, module: str = "experiments.program_size") -> int:
+    """The measurement of `module` (run with `argv`) again in a child process with XLA's pass
+    log on; its JSON with the modules' pass seconds added (`pass_seconds`), written to
+    `out`."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="hlo_pass_pipeline=1",
                **{CHILD: "1"})
     with tempfile.TemporaryFile("w+", errors="replace") as log:  # large: a pipe could block
-        done = subprocess.run([sys.executable, "-m", "experiments.program_size", *argv],
+        done = subprocess.run([sys.executable, "-m", module, *argv],
                               env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
         log.seek(0)
         text = log.read()
