@@ -4,7 +4,8 @@
 # (the embedded S&P 500 without its first 600 bars), warm; and how many compiled programs
 # each run added to the persistent cache (both caches empty at the start unless given); then
 # the two big programs' compile, pass by pass, and the epoch's two halves alone
-# (`experiments.program_size --passes --call --parts`).
+# (`experiments.program_size --passes --call --parts --serialized`), and the Q-network's parts
+# compiled alone (`experiments.compile_parts --passes`).
 #   experiments/first_runs.sh OUT        (PYTHON=python3 by default; extra options in ARGS)
 set -euo pipefail
 out=$1
@@ -42,5 +43,7 @@ for name in cold warm other_length; do
   cp "$runs/$name/timings.json" "$out/$name.timings.json"
   cp "$runs/$name/summary.json" "$out/$name.summary.json"
 done
-$PY -m experiments.program_size --passes --call --parts --out "$out/program_size.json" \
+$PY -m experiments.program_size --passes --call --parts --serialized --out "$out/program_size.json" \
   > "$out/program_size.log" 2>&1
+$PY -m experiments.compile_parts --passes --out "$out/compile_parts.json" \
+  > "$out/compile_parts.log" 2>&1
