@@ -31,7 +31,7 @@ compiles the initialisation, calls it on the placeholder data and takes the vali
 once on its output, which compiles that path's programs with the arguments the run's first
 epoch will give them. On one H100 the default `make train FOLDS=3` took 36.4 s cold so,
 against 45.8 s when the thread compiled the epoch alone (with the scoring's baselines made
-during training, `scoring.TestBaselines`; 2026-12-08).
+during training, `scoring.BaselinesOnTest`; 2026-12-08).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ from rl_trader.run.run_state import (
     horizon,
     runner_layout,
 )
-from rl_trader.run.scoring import TestBaselines, score_folds, validation_summary
+from rl_trader.run.scoring import BaselinesOnTest, score_folds, validation_summary
 from rl_trader.run.validation import validate
 from rl_trader.runtime.compile_watch import CompileLog, format_seconds, time_left, totals
 from rl_trader.runtime.devices import (
@@ -97,7 +97,7 @@ class Run:
     laps: list[dict] = dataclasses.field(default_factory=list)  # this process's epochs
     # this process's epochs, each without the seconds spent compiling: the time-left estimate
     work_seconds: list[float] = dataclasses.field(default_factory=list)
-    baselines: TestBaselines | None = None  # on test, and gbm's fits (process 0, scored)
+    baselines: BaselinesOnTest | None = None  # on test, and gbm's fits (process 0, scored)
 
     def wait_for_writes(self) -> None:
         """Block until this process's fold checkpoints and resume state started so far are
@@ -181,7 +181,7 @@ def _run(prep: Prepared, run_dir: Path, resume: bool, log: Callable[[str], None]
         if scored:
             gbm_fits = GbmFits(cohort.fold_data, prep.val_steps, prep.cfg, host_is_idle(),
                                prep.gbm_fits)
-            run.baselines = TestBaselines(prep, cohort.fold_data, gbm_fits,
+            run.baselines = BaselinesOnTest(prep, cohort.fold_data, gbm_fits,
                                           cohort.run_keys.random, host_is_idle())
         for epoch in range(state.progress.epochs_done, prep.cfg.train.epochs):
             state = train_epoch(run, state, epoch)

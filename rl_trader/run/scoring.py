@@ -79,7 +79,7 @@ def compare(agent: Rollout, data: FoldData, start: int, length: int, steps: int,
     (`baselines.suite.FITTED_BASELINES`). `random_keys`: the random policy's seeds' keys
     [R, 2] (`random_keys`). `gbm`: the gbm baseline's fit to `data` (`gbm.GbmFits`); None
     leaves gbm out. `base`: the baselines' rollouts of these arguments, made already
-    (`TestBaselines`); None makes them here."""
+    (`BaselinesOnTest`); None makes them here."""
     fit = gbm
     if base is None:
         base = baselines_over(data, start, steps, cfg, random_keys, val_steps, fit)
@@ -102,7 +102,7 @@ def baselines_over(data: FoldData, start: int, steps: int, cfg: RunConfig,
         data, start, steps, cfg, random_keys, val_steps, None if gbm is None else gbm.forecast))
 
 
-class TestBaselines:
+class BaselinesOnTest:
     """Each fold's baselines over its test block (`baselines_over`) and its gbm fit, made
     once. With `background` (an accelerator run: `experiment.host_is_idle`) they are made on a
     host thread started here, fold after fold, while the run trains, so that scoring finds
@@ -207,7 +207,7 @@ def with_forecast_rows(prep: Prepared, val_matrix: list[list[np.ndarray]]
 
 def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: FoldData,
                 ckpt: FoldCheckpoints, history: list[dict], stitched: dict[str, list],
-                baselines: TestBaselines, rand_keys: np.ndarray) -> FoldEntry:
+                baselines: BaselinesOnTest, rand_keys: np.ndarray) -> FoldEntry:
     cfg, ppy, f = prep.cfg, prep.periods_per_year, prep.folds[k]
     test_len = f.test[1] - f.test[0]
     base, gbm_fit = baselines.result(k)
@@ -241,14 +241,14 @@ def _fold_entry(prep: Prepared, run_dir: Path, k: int, agent: Rollout, data: Fol
 
 def score_folds(prep: Prepared, run_dir: Path, pop: Population, template,
                 ckpts: list[FoldCheckpoints], fold_data: list[FoldData], history, trials,
-                val_matrix, baselines: TestBaselines, keys: RunKeys,
+                val_matrix, baselines: BaselinesOnTest, keys: RunKeys,
                 mesh: Mesh | None = None) -> RunSummary:
     """Restore each fold's best acting params (`template`: an ensemble's learner state, zeros),
     score them once on test; the summary's content. The rollouts are `pop.evaluate`'s, with
     the params `replicated` on `mesh` as in validation (None: a multi-process run, scored by
     process 0 alone from host arrays), so a test block as long as a validation block reuses
     the validation program instead of compiling it again. `baselines`: the folds' baselines
-    on test and gbm fits (`TestBaselines`, made with `keys.random`); `keys`: the run's keys
+    on test and gbm fits (`BaselinesOnTest`, made with `keys.random`); `keys`: the run's keys
     (the scored folds' test rollouts take the first of `keys.test`)."""
     cfg, ppy, folds = prep.cfg, prep.periods_per_year, prep.folds
     scored = [k for k, c in enumerate(ckpts) if c.best_epoch() is not None]

@@ -64,15 +64,15 @@ def test_fewer_scored_folds_take_the_first_test_keys_or_a_split_of_their_own():
 
 
 def test_baselines_made_while_training_equal_those_made_at_scoring():
-    """`TestBaselines` made on a host thread (an accelerator run, while it trains) give the
+    """`BaselinesOnTest` made on a host thread (an accelerator run, while it trains) give the
     rollouts and gbm fits that scoring would make itself, bit for bit, over the test block's
     shape bucket."""
     prep = prepare(tiny_config())
     data = [prep.fold_data(k) for k in range(len(prep.folds))]
     fits = GbmFits(data, prep.val_steps, prep.cfg, False, prep.gbm_fits)
     keys = scoring.random_keys(prep.cfg)
-    ahead = scoring.TestBaselines(prep, data, fits, keys, background=True)
-    later = scoring.TestBaselines(prep, data, fits, keys, background=False)
+    ahead = scoring.BaselinesOnTest(prep, data, fits, keys, background=True)
+    later = scoring.BaselinesOnTest(prep, data, fits, keys, background=False)
     for k in range(len(prep.folds)):
         (made, fit_made), (asked, fit_asked) = ahead.result(k), later.result(k)
         assert fit_made is fit_asked
