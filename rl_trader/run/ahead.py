@@ -51,28 +51,29 @@ from rl_trader.training.train import EpochMetrics
 
 
 class CompileAhead:
-    """Builds the placeholder cohort and compiles `prep`'s epoch program for `devices`
-    devices in a background thread, from the moment it is made (its compilations are left
-    out of the run's compile log, `compile_watch.unwatched`)."""
+    """Builds the placeholder cohort and compiles `prep`'s initialisation, epoch and first
+    validation's programs for `devices` devices in a background thread, from the moment it
+    is made (its compilations are left out of the run's compile log,
+    `compile_watch.unwatched`)."""
 
     def __init__(self, prep: Prepared, devices: int | None) -> None:
         pool = ThreadPoolExecutor(1, thread_name_prefix="compile-ahead")
-        self._future = pool.submit(_compile_epoch, prep, devices)
+        self._future = pool.submit(_compile_ahead, prep, devices)
         pool.shutdown(wait=False)
 
     def wait(self) -> str:
         """Block until the thread is done (the run traces nothing of its own meanwhile); one
-        line for the run's log. An error in the thread costs only the head start: the first
-        epoch then compiles the program itself, and meets the error again if it is real."""
+        line for the run's log. An error in the thread costs only the head start: the run then
+        compiles what is missing itself, and meets the error again if it is real."""
         try:
-            return (f"the training program: built, traced and compiled in "
-                    f"{self._future.result():.1f}s beside the tree fits")
+            return (f"the initialisation, training and validation programs: built, traced and "
+                    f"compiled in {self._future.result():.1f}s beside the tree fits")
         except Exception as err:  # noqa: BLE001 (reported, and the run compiles it itself)
-            return (f"the training program could not be compiled ahead ({type(err).__name__}: "
-                    f"{err}); the first epoch compiles it")
+            return (f"the programs could not all be compiled ahead ({type(err).__name__}: "
+                    f"{err}); the run compiles what is missing")
 
 
-def _compile_epoch(prep: Prepared, devices: int | None) -> float:
+def _compile_ahead(prep: Prepared, devices: int | None) -> float:
     """The thread's work; its seconds. The placeholder cohort's device arrays are dropped when
     it returns, before the run builds its own."""
     t0 = time.perf_counter()
