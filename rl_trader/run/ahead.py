@@ -1,4 +1,4 @@
-"""The training program compiled ahead, in a thread, while the run fits its trees.
+"""The run's first programs compiled ahead, in a thread, while the run fits its trees.
 
 A run that fits trees (`Prepared.needs_trees`: the tree forecast's column or the trust in the
 forecast) spends seconds on the host before its first device call, and compiling the epoch

@@ -1,6 +1,6 @@
-"""The training program compiled ahead (`run.ahead`): what its wait reports, and that an
-error in its thread costs only the head start. That the first epoch then compiles nothing is
-tested on the smoke run (tests/cli/test_train.py)."""
+"""The first programs compiled ahead (`run.ahead`): what its wait reports, and that an error
+in its thread costs only the head start. That the run's initialisation, first epoch and first
+validation then compile nothing is tested on the smoke run (tests/cli/test_train.py)."""
 
 from rl_trader.run import ahead
 
