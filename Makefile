@@ -3,6 +3,8 @@
 #   make test                 run the test suite on the CPU (creates .venv on first use)
 #   make convergence RUNS=5   the release gate: planted markets on fresh seeds, RUNS run seeds
 #   make runs                 the runs under runs/ (or RUNS_DIR) side by side
+#   make gpu-compiler         jax's CUDA plugin in .gpu-compiler/, to compile for a GPU
+#                             without one (experiments/gpu_target.py; about 5 GB)
 # Use an existing environment instead of .venv:  make train PYTHON=python3
 # GPU: the CUDA 12 build of jax is installed when `nvidia-smi` is found, or when CUDA=1.
 
@@ -40,7 +42,7 @@ RUNS ?= 3
 # TEST_WORKERS= runs them in one process.
 TEST_WORKERS ?= -n auto --maxprocesses 8 --dist loadfile --no-loadscope-reorder
 
-.PHONY: venv train test lint clean convergence bench report runs chromium
+.PHONY: venv train test lint clean convergence bench report runs chromium gpu-compiler
 
 venv: $(SETUP)
 
@@ -97,5 +99,11 @@ chromium:
 lint: $(SETUP)
 	$(PY) -m ruff check rl_trader experiments tests
 
+# Beside the environment, not in it: a CPU machine's `make train` would try the plugin's GPU
+# first. Its version is the installed jaxlib's (the plugin must match it).
+gpu-compiler: $(SETUP)
+	$(PY) -m pip install -q --target .gpu-compiler \
+	  "jax-cuda12-plugin[with-cuda]==$$($(PY) -c 'import jaxlib; print(jaxlib.__version__)')"
+
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .gpu-compiler .pytest_cache build *.egg-info

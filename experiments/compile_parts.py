@@ -1,7 +1,8 @@
 """What compiling each part of the Q-network costs, written as JSON: the parts compiled alone,
 vmapped over the run's members at its batch size, forward and with their gradient.
 
-    python -m experiments.compile_parts [--out compile_parts.json] [--passes] [-- train options]
+    python -m experiments.compile_parts [--out compile_parts.json] [--passes]
+                                        [--gpu-target h100] [-- train options]
 
 For the run the train options describe (default: `make train FOLDS=3`'s), with P members, a
 batch of B, V market variables, K knots and width d (`NetConfig.hidden`):
@@ -15,7 +16,9 @@ of its outputs' squares, with the persistent compilation cache off: instruction 
 and after XLA's passes and compile seconds (`program_size.measure`). With `--passes`, each
 module's seconds in XLA's HLO passes, measured in a child process (`program_size.pass_seconds`),
 so that the part where a GPU's priority fusion spends its time shows (the epoch's gradient
-update took 9.4 s of it on one H100, 2026-12-08, docs/benchmarks.md). Benchmarks are not tests.
+update took 9.4 s of it on one H100, 2026-12-08, docs/benchmarks.md). With `--gpu-target
+NAME`, each is compiled for that GPU without one (`experiments.gpu_target`). Benchmarks are not
+tests.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from experiments.program_size import CHILD, measure, with_passes
+from experiments.gpu_target import rehome, retarget, target_mesh, target_names, with_plugin
+from experiments.program_size import CHILD, device_kind, measure, with_passes
 from rl_trader.agent.networks import GRN, KNOTS, VSN, hat_basis
 from rl_trader.cli.options import config_from_args
 from rl_trader.cli.train import build_parser
@@ -100,18 +104,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", action="store_true",
                         help="also each XLA module's seconds in its HLO passes (measured in a "
                         "child process with XLA's pass log on)")
+    parser.add_argument("--gpu-target", choices=target_names(),
+                        help="compile for this GPU without one (XLA's deviceless compilation; "
+                        "needs `make gpu-compiler`)")
     parser.add_argument("train_args", nargs="*", help="train options (after --)")
     args = parser.parse_args(argv)
+    if args.gpu_target:
+        with_plugin("experiments.compile_parts", sys.argv[1:] if argv is None else argv)
     if args.passes and not os.environ.get(CHILD):
         return with_passes(sys.argv[1:] if argv is None else argv, args.out,
                            "experiments.compile_parts")
+    mesh = target_mesh(args.gpu_target) if args.gpu_target else None  # before any backend
     enable_compilation_cache("off")
     cfg = config_from_args(build_parser(PROG).parse_args(args.train_args or ["--folds", "3"]))
     c = build_cohort(prepare(cfg, fit_trees=False), placeholder=True)
-    out: dict = {"device": jax.devices()[0].device_kind, "jax": jax.__version__,
+    if mesh is not None:
+        c = retarget(c, mesh)
+    out: dict = {"device": device_kind(mesh), "jax": jax.__version__,
                  "members": c.n_padded, "batch": cfg.agent.batch_size,
                  "train_args": args.train_args}
     for name, (program, program_args) in parts(cfg, c).items():
+        if mesh is not None:
+            program_args = rehome(program_args, mesh)
         out[name] = measure(program, program_args)[0]
         print(name, out[name]["compile_seconds"], flush=True)
     with open(args.out, "w") as f:

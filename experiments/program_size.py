@@ -1,7 +1,8 @@
 """The size of a run's two big programs and what compiling them costs, written as JSON.
 
     python -m experiments.program_size [--out size.json] [--call] [--passes] [--parts]
-                                       [--serialized] [--jax-cache DIR] [-- train options]
+                                       [--serialized] [--jax-cache DIR] [--gpu-target h100]
+                                       [-- train options]
 
 For the run the train options describe (default: `make train FOLDS=3`'s, `--folds 3` on the
 embedded data), the population's initialisation and epoch programs are lowered and compiled
@@ -41,7 +42,9 @@ import time
 import jax
 import numpy as np
 from jax.experimental import serialize_executable
+from jax.sharding import Mesh
 
+from experiments.gpu_target import retarget, target_mesh, target_names, with_plugin
 from rl_trader.agent import learner
 from rl_trader.cli.options import config_from_args
 from rl_trader.cli.train import build_parser
@@ -109,6 +112,13 @@ def serialized(compiled) -> dict:
     t2 = time.perf_counter()
     return {"serialized_bytes": len(payload), "serialize_seconds": round(t1 - t0, 3),
             "deserialize_seconds": round(t2 - t1, 3)}
+
+
+def device_kind(mesh: Mesh | None) -> str:
+    """The device compiled for: this process's first, or a target mesh's (deviceless)."""
+    if mesh is None:
+        return jax.devices()[0].device_kind
+    return f"{mesh.devices.flat[0].device_kind} (deviceless compile)"
 
 
 def params_digest(tree: object) -> str:
@@ -192,14 +202,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="also serialize the compiled epoch and load it back")
     parser.add_argument("--parts", action="store_true",
                         help="also compile the epoch's env step and gradient update alone")
+    parser.add_argument("--gpu-target", choices=target_names(),
+                        help="compile for this GPU without one (XLA's deviceless compilation; "
+                        "needs `make gpu-compiler`)")
     parser.add_argument("train_args", nargs="*", help="train options (after --)")
     args = parser.parse_args(argv)
+    if args.gpu_target and (args.call or args.serialized):
+        parser.error("--gpu-target compiles without a device: --call and --serialized need one")
+    if args.gpu_target:
+        with_plugin("experiments.program_size", sys.argv[1:] if argv is None else argv)
     if args.passes and not os.environ.get(CHILD):
         return with_passes(sys.argv[1:] if argv is None else argv, args.out)
+    mesh = target_mesh(args.gpu_target) if args.gpu_target else None  # before any backend
     enable_compilation_cache(args.jax_cache)
     cfg = config_from_args(build_parser(PROG).parse_args(args.train_args or ["--folds", "3"]))
     c = build_cohort(prepare(cfg, fit_trees=False), placeholder=True)
-    out: dict = {"device": jax.devices()[0].device_kind, "jax": jax.__version__,
+    if mesh is not None:
+        c = retarget(c, mesh)
+    out: dict = {"device": device_kind(mesh), "jax": jax.__version__,
                  "xla_flags": os.environ.get("XLA_FLAGS", ""), "members": c.n_padded,
                  "train_args": args.train_args}
     out["init"], init = threefry_kernels(measure)(c.pop.init_program, (c.keys, c.data))
