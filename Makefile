@@ -99,8 +99,8 @@ chromium:
 lint: $(SETUP)
 	$(PY) -m ruff check rl_trader experiments tests
 
-# Beside the environment, not in it: a CPU machine's `make train` would try the plugin's GPU
-# first. Its version is the installed jaxlib's (the plugin must match it).
+# Beside the environment, not in it: there, every jax process of a machine without a GPU
+# would try the plugin's GPU first and print its failure. The plugin must match the jaxlib.
 gpu-compiler: $(SETUP)
 	$(PY) -m pip install -q --target .gpu-compiler \
 	  "jax-cuda12-plugin[with-cuda]==$$($(PY) -c 'import jaxlib; print(jaxlib.__version__)')"

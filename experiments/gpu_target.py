@@ -1,16 +1,16 @@
 """A GPU's compile measured without a GPU: XLA's deviceless compilation for a described target.
 
-With jax's CUDA plugin importable (`make gpu-compiler` puts it in `.gpu-compiler/`, beside
-the CPU environment, whose `make train` it would otherwise slow with a failed GPU start) and
-no GPU present, XLA compiles for a GPU from a target description instead of a device
-(`gpu_targets/<name>.txtpb`: the device's limits, core count, clocks, caches and memory
-bandwidth, the numbers its cost model reads). `experiments.program_size --gpu-target h100` and
-`experiments.compile_parts --gpu-target h100` use it: the run's programs are lowered on
-abstract arguments placed on that target (`retarget`) and compiled there, so the HLO passes,
-priority fusion among them, run as on the GPU's host. Nothing can be called, and autotuning is
-off (no device to time), so a compile's seconds are the passes' and code generation's on this
-machine's cores, not the GPU host's: compare variants with each other here, and confirm on
-the GPU.
+With jax's CUDA plugin importable (`make gpu-compiler` puts it in `.gpu-compiler/`, beside the
+CPU environment: inside it, every jax process of a machine without a GPU would try the plugin's
+GPU first and print its failure) and no GPU present, XLA compiles for a GPU from a target
+description instead of a device (`gpu_targets/<name>.txtpb`: the device's limits, core count,
+clocks, caches and memory bandwidth, the numbers its cost model reads).
+`experiments.program_size --gpu-target h100` and `experiments.compile_parts --gpu-target h100`
+use it: the run's programs are lowered on abstract arguments placed on that target (`retarget`)
+and compiled there, so the HLO passes, priority fusion among them, run as on the GPU's host.
+Nothing can be called, and autotuning is off (no device to time), so a compile's seconds are
+the passes' and code generation's on this machine's cores, not the GPU host's: compare variants
+with each other here, and confirm on the GPU.
 """
 
 from __future__ import annotations
