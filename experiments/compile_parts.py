@@ -33,7 +33,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from experiments.gpu_target import rehome, retarget, target_mesh, target_names, with_plugin
+from experiments import gpu_target
 from experiments.program_size import CHILD, device_kind, measure, with_passes
 from rl_trader.agent.networks import GRN, KNOTS, VSN, hat_basis
 from rl_trader.cli.options import config_from_args
@@ -104,28 +104,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", action="store_true",
                         help="also each XLA module's seconds in its HLO passes (measured in a "
                         "child process with XLA's pass log on)")
-    parser.add_argument("--gpu-target", choices=target_names(),
-                        help="compile for this GPU without one (XLA's deviceless compilation; "
-                        "needs `make gpu-compiler`)")
+    gpu_target.add_option(parser)
     parser.add_argument("train_args", nargs="*", help="train options (after --)")
     args = parser.parse_args(argv)
     if args.gpu_target:
-        with_plugin("experiments.compile_parts", sys.argv[1:] if argv is None else argv)
+        gpu_target.with_plugin("experiments.compile_parts", sys.argv[1:] if argv is None else argv)
     if args.passes and not os.environ.get(CHILD):
         return with_passes(sys.argv[1:] if argv is None else argv, args.out,
                            "experiments.compile_parts")
-    mesh = target_mesh(args.gpu_target) if args.gpu_target else None  # before any backend
+    mesh = gpu_target.target_mesh(args.gpu_target)  # before any backend starts
     enable_compilation_cache("off")
     cfg = config_from_args(build_parser(PROG).parse_args(args.train_args or ["--folds", "3"]))
     c = build_cohort(prepare(cfg, fit_trees=False), placeholder=True)
     if mesh is not None:
-        c = retarget(c, mesh)
+        c = gpu_target.retarget(c, mesh)
     out: dict = {"device": device_kind(mesh), "jax": jax.__version__,
                  "members": c.n_padded, "batch": cfg.agent.batch_size,
                  "train_args": args.train_args}
     for name, (program, program_args) in parts(cfg, c).items():
         if mesh is not None:
-            program_args = rehome(program_args, mesh)
+            program_args = gpu_target.rehome(program_args, mesh)
         out[name] = measure(program, program_args)[0]
         print(name, out[name]["compile_seconds"], flush=True)
     with open(args.out, "w") as f:

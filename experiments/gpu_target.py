@@ -15,6 +15,7 @@ with each other here, and confirm on the GPU.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import sys
@@ -36,6 +37,13 @@ def target_names() -> list[str]:
     return sorted(p.stem for p in TARGETS.glob("*.txtpb"))
 
 
+def add_option(parser: argparse.ArgumentParser) -> None:
+    """The `--gpu-target NAME` option of the experiments that compile the run's programs."""
+    parser.add_argument("--gpu-target", choices=target_names(),
+                        help="compile for this GPU without one (XLA's deviceless compilation; "
+                        "needs `make gpu-compiler`)")
+
+
 def with_plugin(module: str, argv: list[str]) -> None:
     """Run `python -m module argv` again in this process's place with the plugin's folder
     (`make gpu-compiler`) first on PYTHONPATH, unless it is on `sys.path` already or absent:
@@ -49,10 +57,12 @@ def with_plugin(module: str, argv: list[str]) -> None:
     os.execve(sys.executable, [sys.executable, "-m", module, *argv], env)
 
 
-def target_mesh(name: str) -> Mesh:
+def target_mesh(name: str | None) -> Mesh | None:
     """A one-device mesh over the population axis on target `name`'s compile-only device
     (call it before anything else of jax starts a backend: the plugin's check for a
-    present GPU is skipped from here on)."""
+    present GPU is skipped from here on); None for no target."""
+    if name is None:
+        return None
     path = TARGETS / f"{name}.txtpb"
     if not path.is_file():
         raise InputError(f"option --gpu-target={name!r} is unknown: must be one of "

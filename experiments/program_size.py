@@ -44,7 +44,7 @@ import numpy as np
 from jax.experimental import serialize_executable
 from jax.sharding import Mesh
 
-from experiments.gpu_target import retarget, target_mesh, target_names, with_plugin
+from experiments import gpu_target
 from rl_trader.agent import learner
 from rl_trader.cli.options import config_from_args
 from rl_trader.cli.train import build_parser
@@ -202,23 +202,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="also serialize the compiled epoch and load it back")
     parser.add_argument("--parts", action="store_true",
                         help="also compile the epoch's env step and gradient update alone")
-    parser.add_argument("--gpu-target", choices=target_names(),
-                        help="compile for this GPU without one (XLA's deviceless compilation; "
-                        "needs `make gpu-compiler`)")
+    gpu_target.add_option(parser)
     parser.add_argument("train_args", nargs="*", help="train options (after --)")
     args = parser.parse_args(argv)
     if args.gpu_target and (args.call or args.serialized):
         parser.error("--gpu-target compiles without a device: --call and --serialized need one")
     if args.gpu_target:
-        with_plugin("experiments.program_size", sys.argv[1:] if argv is None else argv)
+        gpu_target.with_plugin("experiments.program_size", sys.argv[1:] if argv is None else argv)
     if args.passes and not os.environ.get(CHILD):
         return with_passes(sys.argv[1:] if argv is None else argv, args.out)
-    mesh = target_mesh(args.gpu_target) if args.gpu_target else None  # before any backend
+    mesh = gpu_target.target_mesh(args.gpu_target)  # before any backend starts
     enable_compilation_cache(args.jax_cache)
     cfg = config_from_args(build_parser(PROG).parse_args(args.train_args or ["--folds", "3"]))
     c = build_cohort(prepare(cfg, fit_trees=False), placeholder=True)
     if mesh is not None:
-        c = retarget(c, mesh)
+        c = gpu_target.retarget(c, mesh)
     out: dict = {"device": device_kind(mesh), "jax": jax.__version__,
                  "xla_flags": os.environ.get("XLA_FLAGS", ""), "members": c.n_padded,
                  "train_args": args.train_args}

@@ -52,6 +52,10 @@ def test_a_retargeted_cohort_lowers_and_compiles_its_epoch_on_abstract_arguments
     assert compiled.as_text()
 
 
+def test_no_target_is_no_mesh():
+    assert gpu_target.target_mesh(None) is None
+
+
 def test_an_unknown_target_is_refused_in_one_line():
     with pytest.raises(InputError, match=r"--gpu-target='a100' is unknown: must be one of .*h100"):
         gpu_target.target_mesh("a100")
